@@ -1,0 +1,21 @@
+"""Shared pytest setup for the unit tests and the nbval notebook runs.
+
+One embedded Redis for the whole session (its URL exported so notebook kernels use it
+too), the offline LLM forced so every run is deterministic, and a persistent numba
+cache so UMAP compiles once per machine, not once per kernel.
+"""
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+os.environ["MEMORYKIT_LLM"] = "offline"
+os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".memorykit" / "numba_cache"))
+os.environ.setdefault("MPLBACKEND", "Agg")
+for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS"):
+    os.environ.setdefault(var, "1")
+
+
+def pytest_configure(config):
+    import memorykit as mk
+
+    os.environ["REDIS_URL"] = mk.redis_url()

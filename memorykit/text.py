@@ -1,0 +1,111 @@
+"""Small text helpers shared by the offline skills: sentences, words, stems, person.
+
+Deliberately plain (regular expressions, a stop-word list, a suffix stemmer): the
+offline LLM is a readable stand-in for a model, not an NLP library.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+STOPWORDS = frozenset(
+    """a an the and or but if then so of to in on at by for with about from into over after before
+    is am are was were be been being do does did doing have has had having will would shall should
+    can could may might must this that these those it its it's i me my mine myself you your yours
+    yourself we us our ours he him his she her hers they them their what which who whom whose when
+    where why how there here not no yes just also very too really quite some any all each every
+    much many more most other such only own same than as up down out off again further once
+    tell know remember please thanks thank hi hello hey ok okay well oh um uh like get got go
+    going went back""".split()
+)
+
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_WORD = re.compile(r"[\w'’-]+", re.UNICODE)
+
+
+def normalize(text: str) -> str:
+    """NFKC, curly quotes to straight, collapsed whitespace."""
+    text = unicodedata.normalize("NFKC", text).replace("’", "'").replace("‘", "'")
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def sentences(text: str) -> list[str]:
+    """Split text into sentences (and lines); empty pieces dropped."""
+    return [s.strip() for s in _SENTENCE.split(normalize(text)) if s.strip()]
+
+
+def words(text: str) -> list[str]:
+    return [w.strip("'-").lower() for w in _WORD.findall(normalize(text)) if w.strip("'-")]
+
+
+def stem(word: str) -> str:
+    """A light suffix stemmer: travelled/traveling/travels -> travel, cities -> city."""
+    w = word.lower()
+    for suffix, repl in (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)] + repl
+            break
+    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiousl":
+        w = w[:-1]
+    return w
+
+
+def content_words(text: str) -> set[str]:
+    """Stemmed words that carry meaning (no stop words, no one-letter words)."""
+    return {stem(w) for w in words(text) if w not in STOPWORDS and len(w) > 1}
+
+
+def overlap(a: str, b: str) -> float:
+    """Share of ``a``'s content words that also occur in ``b`` (0..1)."""
+    wa = content_words(a)
+    return len(wa & content_words(b)) / len(wa) if wa else 0.0
+
+
+_PERSON = [
+    (r"\bthe user's\b", "your"), (r"\buser's\b", "your"), (r"\bthe user\b", "you"),
+    (r"\buser\b", "you"), (r"\bI am\b", "you are"), (r"\bI'm\b", "you're"), (r"\bI was\b", "you were"),
+    (r"\bI've\b", "you've"), (r"\bI'd\b", "you'd"), (r"\bI'll\b", "you'll"), (r"\bI\b", "you"),
+    (r"\bmy\b", "your"), (r"\bmine\b", "yours"), (r"\bme\b", "you"), (r"\bmyself\b", "yourself"),
+    (r"\bour\b", "your"), (r"\bwe\b", "you"), (r"\bus\b", "you"),
+    (r"\btheir\b", "your"), (r"\bthey\b", "you"), (r"\bthem\b", "you"),
+]
+
+
+def to_second_person(text: str) -> str:
+    """'User went to Paris with their wife' -> 'you went to Paris with your wife'."""
+    out = text
+    for pattern, repl in _PERSON:
+        out = re.sub(pattern, repl, out, flags=re.IGNORECASE)
+    return re.sub(r"\byou (\w+)\b", lambda m: "you " + _AGREE.get(m.group(1).lower(), m.group(1)), out,
+                  flags=re.IGNORECASE)
+
+
+_AGREE = {"is": "are", "was": "were", "has": "have", "does": "do", "goes": "go", "likes": "like",
+          "loves": "love", "hates": "hate", "prefers": "prefer", "wants": "want", "needs": "need",
+          "lives": "live", "works": "work", "enjoys": "enjoy", "plans": "plan", "owns": "own",
+          "plays": "play", "drinks": "drink", "eats": "eat", "uses": "use", "speaks": "speak",
+          "studies": "study", "teaches": "teach", "runs": "run", "swims": "swim", "visits": "visit",
+          "travels": "travel", "wishes": "wish", "avoids": "avoid", "follows": "follow"}
+
+
+def third_person(text: str, subject: str = "User") -> str:
+    """'I went to Paris with my wife' -> 'User went to Paris with their wife'."""
+    out = normalize(text)
+    rules = [
+        (r"\bI am\b", f"{subject} is"), (r"\bI'm\b", f"{subject} is"), (r"\bI was\b", f"{subject} was"),
+        (r"\bI've\b", f"{subject} has"), (r"\bI have\b", f"{subject} has"), (r"\bI'd\b", f"{subject} would"),
+        (r"\bI'll\b", f"{subject} will"), (r"\bI\b", subject), (r"\bmy\b", "their"), (r"\bMy\b", "Their"),
+        (r"\bmine\b", "theirs"), (r"\bme\b", "them"), (r"\bmyself\b", "themselves"),
+        (r"\bwe\b", f"{subject} and family"), (r"\bWe\b", f"{subject} and family"), (r"\bour\b", "their"),
+        (r"\bOur\b", "Their"), (r"\bus\b", "them"),
+    ]
+    for pattern, repl in rules:
+        out = re.sub(pattern, repl, out)
+    # verb agreement after the subject: "User love" -> "User loves"
+    out = re.sub(
+        rf"\b{subject} (love|like|hate|prefer|want|need|live|work|enjoy|plan|own|play|drink|eat|use|speak|study|teach|run|swim|have|do|go)\b",
+        lambda m: f"{subject} " + {"have": "has", "do": "does", "go": "goes"}.get(m.group(1), m.group(1) + "s"),
+        out,
+    )
+    out = out.rstrip(" .") + "."
+    return out[:1].upper() + out[1:]
