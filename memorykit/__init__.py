@@ -18,3 +18,5 @@ from .messages import Message, count_tokens, set_token_counter
 from .server import connect, redis_url
 
 __version__ = "0.1.0"
+from .long_term import Memory, MemoryHit, MemoryStore, content_hash, forget_user
+from .tools import Tool, ToolError

@@ -1,0 +1,422 @@
+"""Long-term memory: episodic and semantic memories as JSON documents in a RedisVL index.
+
+A memory is one short statement ("User went to Paris in 2009 for their honeymoon")
+with its owner, its type, a content hash, timestamps and an embedding. Episodic
+memories belong to one user and only that user can retrieve them; semantic memories
+(general facts) belong to the ``system`` user unless a user id is given, and every
+user can retrieve the ``system`` ones.
+
+Memories are never overwritten in place when facts change (see :mod:`memorykit.dedup`):
+an old version gets ``invalid_at`` and ``superseded_by``; searches return only current
+memories unless asked ``as_of`` a moment in the past.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+import unicodedata
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+import redis
+from redisvl.index import SearchIndex
+from redisvl.query import CountQuery, FilterQuery, VectorQuery, VectorRangeQuery
+from redisvl.query.filter import FilterExpression, Num, Tag
+from redisvl.schema import IndexSchema
+
+from .config import settings
+from .errors import SchemaMismatchError, ValidationError
+from .keys import check_id, check_namespace, encode, key
+from .messages import new_id
+
+log = logging.getLogger(__name__)
+
+MEMORY_TYPES = ("episodic", "semantic", "procedural")
+SYSTEM_USER = "system"
+MAX_MEMORY_CHARS = 20_000
+DEFAULT_THRESHOLD = None  # KNN by default; pass distance_threshold to cut off far memories
+# Key structures that embed a user id right after their name: ns:<structure>:<user>[:...]
+USER_KEY_STRUCTURES = ("thread", "user", "feedback", "msgvec", "memhash",
+                       "working:user", "working:conversation")
+
+_FIELDS = ("id", "user_id", "memory_type", "content", "content_hash", "topics", "created_at",
+           "updated_at", "last_accessed", "valid_from", "invalid_at", "superseded_by", "supersedes",
+           "source_thread", "source_messages", "metadata")
+
+
+def content_hash(text: str) -> str:
+    """Hash of the normalized text: case, whitespace, punctuation and unicode forms ignored."""
+    norm = unicodedata.normalize("NFKC", text).casefold()
+    norm = "".join(" " if unicodedata.category(c).startswith(("P", "S")) else c for c in norm)
+    norm = re.sub(r"\s+", " ", norm).strip()
+    return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass
+class Memory:
+    """One long-term memory. ``invalid_at`` is None while the memory is current."""
+
+    content: str
+    user_id: str
+    memory_type: str = "episodic"
+    id: str = field(default_factory=new_id)
+    content_hash: str = ""
+    topics: list[str] = field(default_factory=list)
+    created_at: float = field(default_factory=time.time)
+    updated_at: float | None = None
+    last_accessed: float | None = None
+    valid_from: float | None = None
+    invalid_at: float | None = None
+    superseded_by: str | None = None
+    supersedes: str | None = None
+    source_thread: str | None = None
+    source_messages: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_current(self) -> bool:
+        return self.invalid_at is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Memory":
+        return cls(**{k: data[k] for k in _FIELDS if k in data})
+
+
+@dataclass
+class MemoryHit:
+    memory: Memory
+    distance: float
+
+    def __repr__(self) -> str:
+        return f"MemoryHit({self.distance:.3f}, [{self.memory.memory_type}] {self.memory.content!r})"
+
+
+def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
+    """The RedisVL schema of the memory index (the seed's ``memoryIdx``, extended)."""
+    return {
+        "index": {"name": f"{namespace}_memories", "prefix": f"{namespace}:memory",
+                  "storage_type": "json"},
+        "fields": [
+            {"name": "content", "type": "text"},
+            {"name": "user_id", "type": "tag"},
+            {"name": "memory_type", "type": "tag"},
+            {"name": "topics", "path": "$.topics[*]", "type": "tag"},
+            {"name": "content_hash", "type": "tag"},
+            {"name": "created_at", "type": "numeric"},
+            {"name": "last_accessed", "type": "numeric"},
+            {"name": "valid_from", "type": "numeric"},
+            {"name": "invalid_at", "type": "numeric", "attrs": {"index_missing": True}},
+            {"name": "embedding", "type": "vector",
+             "attrs": {"algorithm": "hnsw", "dims": dims, "distance_metric": "cosine",
+                       "datatype": "float32"}},
+        ],
+    }
+
+
+def ensure_index(client: redis.Redis, schema: dict[str, Any]) -> SearchIndex:
+    """Create the index if missing; if it exists with another schema, say so clearly."""
+    index = SearchIndex(IndexSchema.from_dict(schema), redis_client=client)
+    if not index.exists():
+        index.create(overwrite=False)
+        return index
+    existing = SearchIndex.from_existing(schema["index"]["name"], redis_client=client)
+    want = {f["name"]: f["type"] for f in schema["fields"]}
+    have = {name: fld.type.value if hasattr(fld.type, "value") else str(fld.type)
+            for name, fld in existing.schema.fields.items()}
+    if want != have:
+        raise SchemaMismatchError(
+            f"index {schema['index']['name']!r} exists with fields {sorted(have.items())}, "
+            f"but this code expects {sorted(want.items())}. Drop it (`FT.DROPINDEX "
+            f"{schema['index']['name']}`; the documents stay) or use another namespace."
+        )
+    return index
+
+
+def user_scope(user_id: str | None, memory_types: Sequence[str]) -> FilterExpression:
+    """Who may see what: own episodic / procedural memories, own + system semantic ones."""
+    parts = []
+    for mtype in memory_types:
+        if mtype == "semantic":
+            owners = [SYSTEM_USER] + ([user_id] if user_id and user_id != SYSTEM_USER else [])
+        elif user_id is None:
+            continue
+        else:
+            owners = [user_id]
+        parts.append((Tag("memory_type") == mtype) & (Tag("user_id") == owners))
+    if not parts:
+        raise ValidationError("a user_id is needed to search episodic or procedural memories")
+    expr = parts[0]
+    for p in parts[1:]:
+        expr = expr | p
+    return expr
+
+
+def validity(as_of: float | None = None) -> FilterExpression:
+    """Current memories, or those that were true at ``as_of`` (a Unix time)."""
+    if as_of is None:
+        return Num("invalid_at").is_missing()
+    return (Num("valid_from") <= as_of) & (Num("invalid_at").is_missing() | (Num("invalid_at") > as_of))
+
+
+class MemoryStore:
+    """Add, search, list, update and delete long-term memories for many users."""
+
+    def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit",
+                 distance_threshold: float | None = DEFAULT_THRESHOLD):
+        self.redis = redis_client
+        self.embedder = embedder
+        self.namespace = check_namespace(namespace)
+        self.distance_threshold = distance_threshold
+        self.schema = memory_schema(namespace, embedder.dims)
+        self.index = ensure_index(redis_client, self.schema)
+
+    # ------------------------------------------------------------------ keys
+    def key(self, memory_id: str) -> str:
+        return key(self.namespace, "memory", memory_id)
+
+    # ------------------------------------------------------------------ writes
+    def _new(self, content: str, user_id: str | None, memory_type: str, **extra) -> Memory:
+        if memory_type not in MEMORY_TYPES:
+            raise ValidationError(f"memory_type must be one of {MEMORY_TYPES}, got {memory_type!r}")
+        if not isinstance(content, str) or not content.strip():
+            raise ValidationError("a memory needs non-empty content")
+        if len(content) > MAX_MEMORY_CHARS:
+            raise ValidationError(
+                f"a memory is limited to {MAX_MEMORY_CHARS} characters (got {len(content)}): "
+                "store a short statement, not a document")
+        if user_id is None:
+            if memory_type != "semantic":
+                raise ValidationError(f"{memory_type} memories need a user_id")
+            user_id = SYSTEM_USER
+        check_id(user_id, "user_id")
+        now = time.time()
+        observed_at = extra.pop("observed_at", None)
+        topics = [t.strip().lower() for t in (extra.pop("topics", None) or []) if t and t.strip()]
+        return Memory(content=content.strip(), user_id=user_id, memory_type=memory_type,
+                      content_hash=content_hash(content), topics=topics, created_at=now,
+                      updated_at=now, valid_from=observed_at if observed_at is not None else now,
+                      **extra)
+
+    def _doc(self, memory: Memory, vector: list[float]) -> dict[str, Any]:
+        doc = memory.to_dict()
+        doc = {k: v for k, v in doc.items() if v is not None}  # missing invalid_at == current
+        doc["embedding"] = vector
+        return doc
+
+    def add(self, content: str, user_id: str | None = None, memory_type: str = "episodic", *,
+            topics: Sequence[str] | None = None, metadata: dict | None = None,
+            source_thread: str | None = None, source_messages: Sequence[str] | None = None,
+            observed_at: float | None = None) -> Memory:
+        """Store one memory as is (no dedup: see :meth:`remember` for the agent's write path)."""
+        return self.add_many([dict(content=content, user_id=user_id, memory_type=memory_type,
+                                   topics=topics, metadata=metadata, source_thread=source_thread,
+                                   source_messages=source_messages, observed_at=observed_at)])[0]
+
+    def add_many(self, items: Iterable[dict[str, Any]], batch_size: int = 64) -> list[Memory]:
+        """Store many memories: embedded in batches, written in pipelines."""
+        memories = []
+        for item in items:
+            item = dict(item)
+            memories.append(self._new(
+                item.pop("content"), item.pop("user_id", None), item.pop("memory_type", "episodic"),
+                metadata=item.pop("metadata", None) or {},
+                source_messages=list(item.pop("source_messages", None) or []), **item))
+        if not memories:
+            return []
+        vectors = self.embedder.embed_many([m.content for m in memories], batch_size=batch_size)
+        self.index.load([self._doc(m, v) for m, v in zip(memories, vectors)], id_field="id",
+                        batch_size=batch_size)
+        return memories
+
+    def _write(self, memory: Memory, vector: list[float] | None = None, pipe=None) -> None:
+        doc = self._doc(memory, vector if vector is not None else self._vector(memory.id))
+        (pipe or self.redis).json().set(self.key(memory.id), "$", doc)
+
+    def _vector(self, memory_id: str) -> list[float]:
+        got = self.redis.json().get(self.key(memory_id), "$.embedding")
+        return got[0] if got else self.embedder.embed(self.get(memory_id).content)
+
+    def update(self, memory_id: str, content: str | None = None, *, topics: Sequence[str] | None = None,
+               metadata: dict | None = None) -> Memory:
+        """Change a memory in place (re-embedded when the content changes)."""
+        memory = self.get(memory_id)
+        if memory is None:
+            raise ValidationError(f"no memory with id {memory_id!r}")
+        vector = None
+        if content is not None and content.strip() != memory.content:
+            fresh = self._new(content, memory.user_id, memory.memory_type)
+            memory.content, memory.content_hash = fresh.content, fresh.content_hash
+            vector = self.embedder.embed(memory.content)
+        if topics is not None:
+            memory.topics = [t.strip().lower() for t in topics if t.strip()]
+        if metadata is not None:
+            memory.metadata = {**memory.metadata, **metadata}
+        memory.updated_at = time.time()
+        self._write(memory, vector)
+        return memory
+
+    def delete(self, memory_id: str) -> bool:
+        """Hard delete one memory (history links to it are left dangling on purpose)."""
+        return bool(self.redis.delete(self.key(memory_id)))
+
+    # ------------------------------------------------------------------ reads
+    def get(self, memory_id: str) -> Memory | None:
+        return self.get_many([memory_id])[0]
+
+    def get_many(self, memory_ids: Sequence[str]) -> list[Memory | None]:
+        if not memory_ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        paths = [f"$.{f}" for f in _FIELDS]
+        for mid in memory_ids:
+            pipe.json().get(self.key(mid), *paths)
+        out: list[Memory | None] = []
+        for raw in pipe.execute():
+            if not raw:
+                out.append(None)
+                continue
+            out.append(Memory.from_dict({p[2:]: v[0] for p, v in raw.items() if v}))
+        return out
+
+    def _filter(self, user_id, memory_types, as_of, include_superseded, filters):
+        expr = user_scope(user_id, memory_types)
+        if not include_superseded:
+            expr = expr & validity(as_of)
+        if filters is not None:
+            expr = expr & filters
+        return expr
+
+    def search(self, query: str, user_id: str | None = None,
+               memory_types: Sequence[str] = ("episodic", "semantic"), k: int = 5,
+               distance_threshold: float | None = None, *, topics: Sequence[str] | None = None,
+               filters: FilterExpression | None = None, as_of: float | None = None,
+               include_superseded: bool = False, touch: bool = True) -> list[MemoryHit]:
+        """Nearest memories the user may see, closest first, with cosine distances (0 = same).
+
+        ``distance_threshold`` (or the store's default) turns KNN into a range query.
+        """
+        if user_id is not None:
+            check_id(user_id, "user_id")
+        if topics:
+            extra = Tag("topics") == [t.lower() for t in topics]
+            filters = extra if filters is None else filters & extra
+        expr = self._filter(user_id, memory_types, as_of, include_superseded, filters)
+        vector = self.embedder.embed(query)
+        threshold = distance_threshold if distance_threshold is not None else self.distance_threshold
+        if threshold is None:
+            q = VectorQuery(vector, "embedding", return_fields=["id"], num_results=k,
+                            filter_expression=expr)
+        else:
+            q = VectorRangeQuery(vector, "embedding", return_fields=["id"], num_results=k,
+                                 distance_threshold=threshold, filter_expression=expr)
+        rows = self.index.query(q)
+        rows = sorted(rows, key=lambda row: float(row["vector_distance"]))[:k]
+        ids = [row["id"].split(":")[-1] if row.get("id") else row["id"] for row in rows]
+        memories = self.get_many(ids)
+        hits = [MemoryHit(m, float(row["vector_distance"])) for m, row in zip(memories, rows) if m]
+        if touch and hits:
+            self._touch([h.memory.id for h in hits])
+        return hits
+
+    def _touch(self, memory_ids: Sequence[str]) -> None:
+        now = time.time()
+        pipe = self.redis.pipeline(transaction=False)
+        for mid in memory_ids:
+            pipe.json().set(self.key(mid), "$.last_accessed", now)
+        pipe.execute()
+
+    def list(self, user_id: str | None = None, memory_types: Sequence[str] = ("episodic", "semantic"),
+             *, include_superseded: bool = False, as_of: float | None = None,
+             limit: int = 1000) -> list[Memory]:
+        """Memories a user may see (newest first), without a query."""
+        expr = self._filter(user_id, memory_types, as_of, include_superseded, None)
+        q = FilterQuery(filter_expression=expr, return_fields=["id"], num_results=limit)
+        q.sort_by("created_at", asc=False)
+        ids = [row["id"].split(":")[-1] for row in self.index.query(q)]
+        return [m for m in self.get_many(ids) if m]
+
+    def count(self, user_id: str | None = None,
+              memory_types: Sequence[str] = ("episodic", "semantic")) -> int:
+        expr = self._filter(user_id, memory_types, None, False, None)
+        return int(self.index.query(CountQuery(filter_expression=expr)))
+
+    # ------------------------------------------------------------------ consolidation
+    def remember(self, content: str, user_id: str | None = None, memory_type: str = "episodic", *,
+                 observed_at: float | None = None, llm=None, **kwargs):
+        """The agent's write path: hash -> semantic -> decision -> apply (see memorykit.dedup)."""
+        from .dedup import remember
+
+        return remember(self, content, user_id=user_id, memory_type=memory_type,
+                        observed_at=observed_at, llm=llm, **kwargs)
+
+    def history(self, memory_id: str) -> list[Memory]:
+        """The supersession chain that ``memory_id`` belongs to, oldest first."""
+        from .dedup import history
+
+        return history(self, memory_id)
+
+    def consolidate(self, user_id: str, **kwargs):
+        """Merge clusters of duplicates already stored for this user (see memorykit.dedup)."""
+        from .dedup import consolidate
+
+        return consolidate(self, user_id, **kwargs)
+
+    # ------------------------------------------------------------------ privacy
+    def forget_user(self, user_id: str) -> int:
+        """Remove everything memorykit stored for this user in this namespace; returns keys deleted."""
+        return forget_user(self.redis, self.namespace, user_id, embedder=self.embedder)
+
+    def drop(self) -> None:
+        """Drop the index and every memory document of this namespace."""
+        self.index.delete(drop=True)
+
+
+def _indexes_with_user_field(client: redis.Redis, namespace: str) -> list[SearchIndex]:
+    found = []
+    for name in client.execute_command("FT._LIST"):
+        name = name.decode() if isinstance(name, bytes) else name
+        if not name.startswith(f"{namespace}_"):
+            continue
+        index = SearchIndex.from_existing(name, redis_client=client)
+        if "user_id" in index.schema.fields:
+            found.append(index)
+    return found
+
+
+def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None) -> int:
+    """Delete a user's documents in every index of the namespace and every per-user key.
+
+    Works from the key layout: per-user structures put the encoded user id right after
+    their name (``ns:thread:<user>:...``), and indexed documents carry a ``user_id`` tag.
+    Cached embeddings of the user's texts are dropped too when ``embedder`` is given.
+    """
+    check_id(user_id, "user_id")
+    if user_id == SYSTEM_USER:
+        raise ValidationError("refusing to forget the shared 'system' user")
+    doomed: set[str] = set()
+    texts: list[str] = []
+    for index in _indexes_with_user_field(client, namespace):
+        fields = ["id"] + [f for f in ("content", "text") if f in index.schema.fields]
+        q = FilterQuery(filter_expression=Tag("user_id") == user_id, return_fields=fields,
+                        num_results=1000)
+        for page in index.paginate(q, page_size=500):
+            for row in page:
+                doomed.add(row["id"])
+                texts.extend(row[f] for f in fields[1:] if row.get(f))
+    user = encode(user_id)
+    for structure in USER_KEY_STRUCTURES:
+        doomed.update(client.scan_iter(match=f"{namespace}:{structure}:{user}", count=1000))
+        doomed.update(client.scan_iter(match=f"{namespace}:{structure}:{user}:*", count=1000))
+    if embedder is not None and texts:
+        embedder.forget(texts)
+    deleted = 0
+    doomed_list = sorted(doomed)
+    for i in range(0, len(doomed_list), 500):
+        deleted += client.delete(*doomed_list[i : i + 500])
+    return deleted
