@@ -25,21 +25,20 @@ import redis
 
 from .config import settings
 from .errors import LLMError, MemoryKitError, ValidationError
-from .extraction import extract_memories, format_memories
-from .long_term import MemoryHit, MemoryStore
+from .extraction import extract_memories
+from .long_term import MemoryHit, MemoryStore, format_memories
 from .messages import Message, count_tokens
 from .procedural import FeedbackStore, ProcedureStore, evaluate_workflow
-from .recall import MessageIndex, merge_recalled
+from .recall import MessageIndex, recall_block
 from .short_term import ChatHistory
 from .summarize import ByCount, summarize_if_needed
 from .tools import Tool, call_tool, memory_tools, schemas
-from .working import WorkingMemory
+from .working import PROFILE_TEMPLATE, WorkingMemory
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SYSTEM = ("You are a helpful assistant with memory. Use what you know about the user "
                   "when it helps; say so when you don't know something.")
-PROFILE_TEMPLATE = "# Profile\n- Name:\n- Timezone:\n# Goals\n-\n# Preferences\n-\n"
 MAX_TOOL_STEPS = 4
 
 
@@ -63,6 +62,7 @@ class Turn:
     memories_stored: list[Any] = field(default_factory=list)
     recalled: list[Any] = field(default_factory=list)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_results: list[str] = field(default_factory=list)
     prompt: list[Message] = field(default_factory=list)
     prompt_tokens: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
@@ -157,7 +157,7 @@ class MemoryAgent:
         if not isinstance(text, str) or not text.strip():
             raise ValidationError("the message is empty: type something to send")
         self.flush()
-        history = self.history(user_id, thread_id)
+        history = ChatHistory(self.r, user_id, thread_id, ttl=self.thread_ttl, namespace=self.namespace)
         turn = Turn(user_id=user_id, thread_id=thread_id, user_message=Message(role="user", content=text))
         with self._timed(turn, "load"):
             if not self._save(history, turn.user_message, turn):
@@ -219,16 +219,16 @@ class MemoryAgent:
                 parts.append(format_memories(turn.memories_used))
         if self.working is not None:
             parts.append(self.working.prompt_block(uid, history.thread_id))
-        window_ids = {m.id for m in history.messages(last_n=20)}
-        recalled = self.recall.search(query, user_id=uid, k=3, distance_threshold=self.distance_threshold)
-        turn.recalled = [m for m in recalled if getattr(m, "message_id", getattr(m, "id", None)) not in window_ids
-                         and m.thread_id != history.thread_id]
-        if turn.recalled:
-            parts.append("Earlier messages from other conversations that may be relevant:\n" + "\n".join(
-                f"- ({m.role}) {m.content}" for m in turn.recalled))
-        guidance = self.feedback.guidance(query, user_id=uid, k=2)
+        window_ids = [m.id for m in history.messages(last_n=20)]
+        turn.recalled = [hit for hit in self.recall.search(
+            query, user_id=uid, k=3, distance_threshold=self.distance_threshold, exclude_ids=window_ids)
+            if hit.thread_id != history.thread_id]
+        block = recall_block(turn.recalled)
+        if block is not None:
+            parts.append(block.content)
+        guidance = self.feedback.examples(query, user_id=uid, k=2)
         if guidance:
-            parts.append(guidance)
+            parts.append(guidance.block)
         if self.retrieval == "tools":
             hits = self.procedures.suggest(query, k=1)
             turn.suggestion = hits[0] if hits else None
@@ -255,6 +255,7 @@ class MemoryAgent:
                 for call in reply.tool_calls:
                     turn.tool_calls.append(call)
                     result = Message(role="tool", content=call_tool(tools, call), tool_call_id=call.get("id"))
+                    turn.tool_results.append(result.content)
                     extra.append(result)
                     prompt.append(result)
                 continue
@@ -273,6 +274,10 @@ class MemoryAgent:
     # ------------------------------------------------------------------ after the reply
     def _after_turn(self, turn: Turn, history: ChatHistory) -> None:
         try:
+            if self.recall is not None:
+                with self._timed(turn, "index"):
+                    self.recall.add(turn.user_id, turn.thread_id, [turn.user_message, turn.reply_message])
+                history = self.history(turn.user_id, turn.thread_id)
             if self.memory == "full":
                 with self._timed(turn, "extract"):
                     candidates = extract_memories([turn.user_message], llm=self.llm)
@@ -290,8 +295,7 @@ class MemoryAgent:
                 if turn.tool_calls:
                     with self._timed(turn, "procedure"):
                         names = [c["function"]["name"] for c in turn.tool_calls]
-                        results = [m.content for m in turn.prompt if m.role == "tool"]
-                        evaluation = evaluate_workflow(names, results, turn.reply,
+                        evaluation = evaluate_workflow(names, turn.tool_results, turn.reply,
                                                        sum(turn.timings_ms.values()))
                         if evaluation.success_score >= 0.7:
                             self.procedures.store(turn.user_message.content, names, evaluation.success_score,

@@ -41,7 +41,7 @@ class Settings:
         default_factory=lambda: _env("MEMORYKIT_OPENAI_EMBEDDING_MODEL", "text-embedding-3-small")
     )
     distance_threshold: float = field(
-        default_factory=lambda: float(_env("MEMORYKIT_DISTANCE_THRESHOLD", "0.55"))
+        default_factory=lambda: float(_env("MEMORYKIT_DISTANCE_THRESHOLD", "0.69"))
     )
     thread_ttl: int = field(default_factory=lambda: int(_env("MEMORYKIT_THREAD_TTL", "3600")))
 

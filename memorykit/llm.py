@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -183,6 +184,7 @@ _NAME_INTRO = re.compile(
     r"|\b(?:i am|i'm)\s+([A-Z][a-z][\w'-]+)\b", re.IGNORECASE)
 _NAME_FACT = re.compile(r"\bname(?: is|'s|:)\s*([A-Z][\w'-]+)|\bcall(?:s|ed)? (?:me|them|the user)\s+([A-Z][\w'-]+)")
 _ANAPHORA = re.compile(r"\b(that|it|this|those|these|they)\b", re.IGNORECASE)
+_RECALL_PREFIX = re.compile(r"^\d{4}-\d{2}-\d{2} (?:user|assistant): ")
 _MEMORY_LINE = re.compile(r"^\s*(?:[-*•]\s*)?(?:\[(?:[A-Z_]+)\]\s*)?(.+?)\s*$")
 _NOT_A_NAME = {"not", "so", "very", "just", "going", "planning", "looking", "trying", "a", "the", "from",
                "in", "at", "allergic", "vegan", "vegetarian", "married", "happy", "sorry", "fine", "good",
@@ -210,7 +212,9 @@ def _context_facts(messages: Sequence[Message]) -> list[str]:
                     continue
                 body = _MEMORY_LINE.match(line)
                 if body and line.lstrip().startswith(("-", "*", "•", "[")):
-                    facts.append(body.group(1))
+                    fact = _RECALL_PREFIX.sub("", body.group(1))
+                    if not fact.endswith("?") and " assistant: " not in f" {body.group(1)[:25]}":
+                        facts.append(fact)
         elif m.role == "tool":
             facts.extend(_tool_facts(m.content))
         elif m.role == "user":
@@ -258,7 +262,7 @@ def _wants_memory_tool(question: str, tools: list[dict] | None, messages: Sequen
         return None
     if not re.search(r"\b(i|my|me|mine|we|our)\b", question, re.IGNORECASE):
         return None
-    return {"id": f"call_{abs(hash(question)) % 10**8}", "type": "function",
+    return {"id": "call_" + hashlib.sha1(question.encode()).hexdigest()[:10], "type": "function",
             "function": {"name": "search_memory", "arguments": json.dumps({"query": question})}}
 
 

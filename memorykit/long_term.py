@@ -104,7 +104,10 @@ def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
                   "storage_type": "json"},
         "fields": [
             {"name": "content", "type": "text"},
-            {"name": "user_id", "type": "tag"},
+            # the owner is indexed percent-encoded and case-sensitive: raw tags are split on
+            # commas, trimmed and case-folded, so "Bob", "bob " and "a,b" would match "bob" / "a"
+            {"name": "user_id", "path": "$.user_tag", "type": "tag",
+             "attrs": {"case_sensitive": False}},
             {"name": "memory_type", "type": "tag"},
             {"name": "topics", "path": "$.topics[*]", "type": "tag"},
             {"name": "content_hash", "type": "tag"},
@@ -119,36 +122,91 @@ def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
     }
 
 
+_COMPARED_ATTRS = ("case_sensitive", "separator", "index_missing", "dims", "algorithm",
+                   "distance_metric", "datatype")
+
+
+def _signature(schema: IndexSchema) -> dict[str, Any]:
+    """What must match between the code's schema and the index in Redis."""
+    def value(v):
+        return getattr(v, "value", v)
+
+    fields = {}
+    for name, fld in schema.fields.items():
+        attrs = {a: str(value(getattr(fld.attrs, a))).lower() for a in _COMPARED_ATTRS
+                 if hasattr(fld.attrs, a)}
+        fields[name] = (str(value(fld.type)).lower(), getattr(fld, "path", None), attrs)
+    return {"prefix": schema.index.prefix, "storage": str(value(schema.index.storage_type)),
+            "fields": fields}
+
+
+def _differences(want: dict[str, Any], have: dict[str, Any]) -> list[str]:
+    out = [f"{k}: index has {have[k]!r}, code expects {want[k]!r}"
+           for k in ("prefix", "storage") if want[k] != have[k]]
+    for name in sorted(set(want["fields"]) | set(have["fields"])):
+        w, h = want["fields"].get(name), have["fields"].get(name)
+        if w != h:
+            out.append(f"field {name!r}: index has {h}, code expects {w}")
+    return out
+
+
 def ensure_index(client: redis.Redis, schema: dict[str, Any]) -> SearchIndex:
-    """Create the index if missing; if it exists with another schema, say so clearly."""
-    index = SearchIndex(IndexSchema.from_dict(schema), redis_client=client)
+    """Create the index if missing (idempotent); if it exists with another schema, say so clearly."""
+    wanted = IndexSchema.from_dict(schema)
+    index = SearchIndex(wanted, redis_client=client)
     if not index.exists():
-        index.create(overwrite=False)
-        return index
-    existing = SearchIndex.from_existing(schema["index"]["name"], redis_client=client)
-    want = {f["name"]: f["type"] for f in schema["fields"]}
-    have = {name: fld.type.value if hasattr(fld.type, "value") else str(fld.type)
-            for name, fld in existing.schema.fields.items()}
-    if want != have:
+        try:
+            index.create(overwrite=False)
+            return index
+        except Exception:  # another process created it between exists() and create()
+            if not index.exists():
+                raise
+    name = schema["index"]["name"]
+    existing = SearchIndex.from_existing(name, redis_client=client)
+    diffs = _differences(_signature(wanted), _signature(existing.schema))
+    if diffs:
         raise SchemaMismatchError(
-            f"index {schema['index']['name']!r} exists with fields {sorted(have.items())}, "
-            f"but this code expects {sorted(want.items())}. Drop it (`FT.DROPINDEX "
-            f"{schema['index']['name']}`; the documents stay) or use another namespace."
+            f"index {name!r} exists in Redis with a different schema than this code expects:\n  "
+            + "\n  ".join(diffs)
+            + f"\nDrop it (`FT.DROPINDEX {name}`: the documents stay and can be re-indexed) "
+            "or use another namespace."
         )
     return index
 
 
-def user_scope(user_id: str | None, memory_types: Sequence[str]) -> FilterExpression:
+def owner_tag(user_id: str) -> str:
+    """The indexed form of a user id: percent-encoded, so no id can look like another."""
+    return user_id
+
+
+def memory_type_list(memory_types: str | Sequence[str] | None) -> list[str]:
+    """Normalize ``"episodic"`` / ``["EPISODIC", "semantic"]`` / None (all readable types)."""
+    if memory_types is None:
+        return ["episodic", "semantic"]
+    if isinstance(memory_types, str):
+        memory_types = [memory_types]
+    out = [str(t).strip().lower() for t in memory_types]
+    unknown = [t for t in out if t not in MEMORY_TYPES]
+    if unknown or not out:
+        raise ValidationError(f"memory_types must be among {MEMORY_TYPES}, got {list(memory_types)}")
+    return out
+
+
+def visible_owners(user_id: str | None, memory_type: str) -> list[str]:
+    """Whose memories of this type a user may read: own ones, plus the system's semantic ones."""
+    if memory_type == "semantic":
+        return [SYSTEM_USER] + ([user_id] if user_id and user_id != SYSTEM_USER else [])
+    return [user_id] if user_id is not None else []
+
+
+def user_scope(user_id: str | None, memory_types: str | Sequence[str] | None) -> FilterExpression:
     """Who may see what: own episodic / procedural memories, own + system semantic ones."""
     parts = []
-    for mtype in memory_types:
-        if mtype == "semantic":
-            owners = [SYSTEM_USER] + ([user_id] if user_id and user_id != SYSTEM_USER else [])
-        elif user_id is None:
-            continue
-        else:
-            owners = [user_id]
-        parts.append((Tag("memory_type") == mtype) & (Tag("user_id") == owners))
+    for mtype in memory_type_list(memory_types):
+        owners = visible_owners(user_id, mtype)
+        if owners:
+            parts.append((Tag("memory_type") == mtype)
+                         & (Tag("user_id") == [owner_tag(o) for o in owners]))
     if not parts:
         raise ValidationError("a user_id is needed to search episodic or procedural memories")
     expr = parts[0]
@@ -206,6 +264,7 @@ class MemoryStore:
     def _doc(self, memory: Memory, vector: list[float]) -> dict[str, Any]:
         doc = memory.to_dict()
         doc = {k: v for k, v in doc.items() if v is not None}  # missing invalid_at == current
+        doc["user_tag"] = owner_tag(memory.user_id)
         doc["embedding"] = vector
         return doc
 
@@ -269,19 +328,28 @@ class MemoryStore:
     def get(self, memory_id: str) -> Memory | None:
         return self.get_many([memory_id])[0]
 
-    def get_many(self, memory_ids: Sequence[str]) -> list[Memory | None]:
+    def get_many(self, memory_ids: Sequence[str], *, touch: bool = False) -> list[Memory | None]:
+        """Read memories by id in one round trip (None for missing ones); ``touch`` marks them accessed."""
         if not memory_ids:
             return []
+        now = time.time()
         pipe = self.redis.pipeline(transaction=False)
         paths = [f"$.{f}" for f in _FIELDS]
         for mid in memory_ids:
             pipe.json().get(self.key(mid), *paths)
+            if touch:
+                pipe.json().set(self.key(mid), "$.last_accessed", now)
+        results = pipe.execute(raise_on_error=False)
+        raws = results[::2] if touch else results
         out: list[Memory | None] = []
-        for raw in pipe.execute():
-            if not raw:
+        for raw in raws:
+            if not raw or isinstance(raw, Exception):
                 out.append(None)
                 continue
-            out.append(Memory.from_dict({p[2:]: v[0] for p, v in raw.items() if v}))
+            memory = Memory.from_dict({p[2:]: v[0] for p, v in raw.items() if v})
+            if touch:
+                memory.last_accessed = now
+            out.append(memory)
         return out
 
     def _filter(self, user_id, memory_types, as_of, include_superseded, filters):
@@ -317,19 +385,17 @@ class MemoryStore:
                                  distance_threshold=threshold, filter_expression=expr)
         rows = self.index.query(q)
         rows = sorted(rows, key=lambda row: float(row["vector_distance"]))[:k]
-        ids = [row["id"].split(":")[-1] if row.get("id") else row["id"] for row in rows]
-        memories = self.get_many(ids)
-        hits = [MemoryHit(m, float(row["vector_distance"])) for m, row in zip(memories, rows) if m]
-        if touch and hits:
-            self._touch([h.memory.id for h in hits])
+        memories = self.get_many([row["id"].rsplit(":", 1)[-1] for row in rows], touch=touch)
+        allowed = {(t, o) for t in memory_type_list(memory_types) for o in visible_owners(user_id, t)}
+        hits = []
+        for memory, row in zip(memories, rows):
+            if memory is None:
+                continue
+            if (memory.memory_type, memory.user_id) not in allowed:  # defence in depth
+                log.error("memory %s of another user matched a scoped search; dropped", memory.id)
+                continue
+            hits.append(MemoryHit(memory, float(row["vector_distance"])))
         return hits
-
-    def _touch(self, memory_ids: Sequence[str]) -> None:
-        now = time.time()
-        pipe = self.redis.pipeline(transaction=False)
-        for mid in memory_ids:
-            pipe.json().set(self.key(mid), "$.last_accessed", now)
-        pipe.execute()
 
     def list(self, user_id: str | None = None, memory_types: Sequence[str] = ("episodic", "semantic"),
              *, include_superseded: bool = False, as_of: float | None = None,
@@ -340,6 +406,13 @@ class MemoryStore:
         q.sort_by("created_at", asc=False)
         ids = [row["id"].split(":")[-1] for row in self.index.query(q)]
         return [m for m in self.get_many(ids) if m]
+
+    def find_exact(self, content: str, user_id: str | None = None,
+                   memory_types: str | Sequence[str] = ("episodic", "semantic")) -> list[Memory]:
+        """Current memories the user may see whose normalized text equals ``content`` (hash match)."""
+        expr = self._filter(user_id, memory_types, None, False, Tag("content_hash") == content_hash(content))
+        q = FilterQuery(filter_expression=expr, return_fields=["id"], num_results=100)
+        return [m for m in self.get_many([row["id"].rsplit(":", 1)[-1] for row in self.index.query(q)]) if m]
 
     def count(self, user_id: str | None = None,
               memory_types: Sequence[str] = ("episodic", "semantic")) -> int:
@@ -377,6 +450,34 @@ class MemoryStore:
         self.index.delete(drop=True)
 
 
+MEMORY_CONTEXT_HEADER = (
+    "Long-term memories about this user and the world (use them when they help; "
+    "do not mention that you have a memory unless the user asks):")
+
+
+def format_memories(items: Iterable[Any], header: str = MEMORY_CONTEXT_HEADER) -> str:
+    """A context block for the system prompt: one ``- [EPISODIC] ...`` line per memory.
+
+    Accepts MemoryHit, Memory, CandidateMemory, ``{"memory_type"/"type", "content"}`` dicts
+    or plain strings. Returns "" when there is nothing to add.
+    """
+    lines = []
+    for item in items or []:
+        item = getattr(item, "memory", item)
+        if isinstance(item, dict):
+            mtype, content = item.get("memory_type") or item.get("type"), item.get("content")
+        elif isinstance(item, str):
+            mtype, content = None, item
+        else:
+            mtype = getattr(item, "memory_type", None) or getattr(item, "type", None)
+            content = getattr(item, "content", None)
+        if not content or not str(content).strip():
+            continue
+        tag = f"[{str(mtype).upper()}] " if mtype else ""
+        lines.append(f"- {tag}{' '.join(str(content).split())}")
+    return "\n".join([header, *lines]) if lines else ""
+
+
 def _indexes_with_user_field(client: redis.Redis, namespace: str) -> list[SearchIndex]:
     found = []
     for name in client.execute_command("FT._LIST"):
@@ -402,13 +503,18 @@ def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None
     doomed: set[str] = set()
     texts: list[str] = []
     for index in _indexes_with_user_field(client, namespace):
-        fields = ["id"] + [f for f in ("content", "text") if f in index.schema.fields]
-        q = FilterQuery(filter_expression=Tag("user_id") == user_id, return_fields=fields,
+        # memory indexes hold the owner percent-encoded (see memory_schema); others the raw id
+        encoded = getattr(index.schema.fields["user_id"], "path", None) == "$.user_tag"
+        value = owner_tag(user_id) if encoded else user_id
+        fields = ["id", "user_id"] + [f for f in ("content", "text") if f in index.schema.fields]
+        q = FilterQuery(filter_expression=Tag("user_id") == value, return_fields=fields,
                         num_results=1000)
         for page in index.paginate(q, page_size=500):
             for row in page:
+                if row.get("user_id") != value:  # a case-folding tag index matched "Bob" for "bob"
+                    continue
                 doomed.add(row["id"])
-                texts.extend(row[f] for f in fields[1:] if row.get(f))
+                texts.extend(row[f] for f in fields[2:] if row.get(f))
     user = encode(user_id)
     for structure in USER_KEY_STRUCTURES:
         doomed.update(client.scan_iter(match=f"{namespace}:{structure}:{user}", count=1000))

@@ -68,3 +68,91 @@ def call_tool(tools: Sequence[Tool], tool_call: dict[str, Any]) -> str:
     if tool is None:
         return json.dumps({"error": f"no tool named {fn.get('name')!r}; available: {sorted(by_name(tools))}"})
     return tool.run(fn.get("arguments"))
+
+
+# ---------------------------------------------------------------- memory as tools
+def memory_tools(store, user_id: str, *, distance_threshold: float | None = None, k: int = 5,
+                 llm=None) -> list[Tool]:
+    """``search_memory`` and ``manage_memory`` bound to one user: the agent decides when to look.
+
+    The user id is fixed here, never taken from the model, so a tool call cannot reach
+    another user's memories. Writes go through ``store.remember`` (hash -> semantic ->
+    decision), so repeating a fact does not duplicate it.
+    """
+    from .config import settings
+    from .keys import check_id
+    from .long_term import memory_type_list
+
+    check_id(user_id, "user_id")
+    threshold = settings().distance_threshold if distance_threshold is None else distance_threshold
+
+    def search_memory(query: str, memory_type: str = "any", limit: int = k) -> dict[str, Any]:
+        if not isinstance(query, str) or not query.strip():
+            raise ToolError("query must be a non-empty string")
+        types = ["episodic", "semantic"] if memory_type in (None, "", "any") else memory_type_list(memory_type)
+        limit = max(1, min(int(limit), 20))
+        hits = store.search(query, user_id=user_id, memory_types=types, k=limit,
+                            distance_threshold=threshold)
+        return {"results": [{"id": h.memory.id, "memory_type": h.memory.memory_type,
+                             "content": h.memory.content, "distance": round(h.distance, 3)}
+                            for h in hits]}
+
+    def owned(memory_id: str | None):
+        memory = store.get(memory_id) if isinstance(memory_id, str) and memory_id.strip() else None
+        if memory is None or memory.user_id != user_id:  # the same answer for "not yours" and "absent"
+            raise ToolError(f"no memory with id {memory_id!r} for this user; search_memory lists ids")
+        return memory
+
+    def manage_memory(action: str, content: str | None = None, memory_type: str = "episodic",
+                      memory_id: str | None = None) -> dict[str, Any]:
+        action = str(action).strip().lower()
+        if action == "add":
+            if not isinstance(content, str) or not content.strip():
+                raise ToolError("add needs the content to remember")
+            mtype = memory_type_list(memory_type)[0]
+            if mtype not in ("episodic", "semantic"):
+                raise ToolError("memory_type must be 'episodic' or 'semantic'")
+            decision = store.remember(content, user_id=user_id, memory_type=mtype, llm=llm)
+            memory = decision.memory
+            return {"status": "stored" if decision.action != "NOOP" else "already known",
+                    "action": decision.action.lower(), "id": memory.id if memory else None,
+                    "content": memory.content if memory else content}
+        if action == "update":
+            if not isinstance(content, str) or not content.strip():
+                raise ToolError("update needs the new content")
+            memory = store.update(owned(memory_id).id, content)
+            return {"status": "updated", "id": memory.id, "content": memory.content}
+        if action == "delete":
+            memory = owned(memory_id)
+            store.delete(memory.id)
+            return {"status": "deleted", "id": memory.id, "content": memory.content}
+        raise ToolError(f"action must be 'add', 'update' or 'delete', got {action!r}")
+
+    search = Tool(
+        name="search_memory",
+        description=("Search the user's long-term memory (their past trips, preferences, goals, "
+                     "personal facts) and general facts. Use it when the answer may depend on "
+                     "something the user told you in an earlier conversation."),
+        parameters={"type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "what to look for, in plain words"},
+                        "memory_type": {"type": "string", "enum": ["any", "episodic", "semantic"],
+                                        "description": "episodic: about the user; semantic: general facts"},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 20,
+                                  "description": "how many memories to return at most"}},
+                    "required": ["query"], "additionalProperties": False},
+        fn=search_memory)
+    manage = Tool(
+        name="manage_memory",
+        description=("Add, update or delete a long-term memory. Add facts worth keeping across "
+                     "conversations (written as 'User ...' for facts about the user); update or "
+                     "delete a memory by the id search_memory returned when the user corrects it."),
+        parameters={"type": "object",
+                    "properties": {
+                        "action": {"type": "string", "enum": ["add", "update", "delete"]},
+                        "content": {"type": "string", "description": "the memory text (add / update)"},
+                        "memory_type": {"type": "string", "enum": ["episodic", "semantic"]},
+                        "memory_id": {"type": "string", "description": "the id to update or delete"}},
+                    "required": ["action"], "additionalProperties": False},
+        fn=manage_memory)
+    return [search, manage]

@@ -1,0 +1,290 @@
+"""Message recall: find an old message by meaning, across a user's threads, never another user's.
+
+Every user and assistant message with text is embedded and stored as a JSON document
+``ns:msgvec:{user}:{thread}:{message_id}`` in the RedisVL index ``ns_messages``
+(text, role, thread_id, user_id, created_at, embedding). :class:`MessageIndex` is what
+``ChatHistory(..., recall=index)`` calls: ``add`` after every append, ``remove`` for every
+deleted message (clear, delete_first, delete_where, summarization, pruning), ``search`` for
+``h.search_messages(...)``. :func:`merge_recalled` puts recalled messages next to the recent
+window without repeating any.
+
+Tags are case-sensitive with a separator that ids can never contain (control characters
+are rejected by :func:`memorykit.keys.check_id`), so ``Bob`` never matches ``bob`` and
+``a,b`` never matches ``a``.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import redis
+from redisvl.query import FilterQuery, VectorQuery, VectorRangeQuery
+from redisvl.query.filter import FilterExpression, Num, Tag
+
+from .errors import ValidationError
+from .keys import check_id, check_namespace, key
+from .long_term import ensure_index
+from .messages import Message
+
+log = logging.getLogger(__name__)
+
+INDEXED_ROLES = ("user", "assistant")
+STRATEGIES = ("prepend", "append", "interleave")
+TAG_SEPARATOR = "\x1f"
+RECALL_HEADER = "Messages recalled from earlier conversations (oldest first):"
+_TAG = {"case_sensitive": True, "separator": TAG_SEPARATOR}
+_RETURN = ["message_id", "thread_id", "role", "text", "name", "created_at"]
+
+
+def message_schema(namespace: str, dims: int) -> dict[str, Any]:
+    """The RedisVL schema of the message index ``{namespace}_messages``."""
+    return {
+        "index": {"name": f"{namespace}_messages", "prefix": f"{namespace}:msgvec",
+                  "storage_type": "json"},
+        "fields": [
+            {"name": "text", "type": "text"},
+            {"name": "message_id", "type": "tag", "attrs": dict(_TAG)},
+            {"name": "user_id", "type": "tag", "attrs": dict(_TAG)},
+            {"name": "thread_id", "type": "tag", "attrs": dict(_TAG)},
+            {"name": "role", "type": "tag"},
+            {"name": "created_at", "type": "numeric"},
+            {"name": "embedding", "type": "vector",
+             "attrs": {"algorithm": "hnsw", "dims": dims, "distance_metric": "cosine",
+                       "datatype": "float32"}},
+        ],
+    }
+
+
+@dataclass
+class RecalledMessage:
+    """A past message found by meaning: the message, its thread and its cosine distance to the query."""
+
+    message: Message
+    thread_id: str
+    distance: float
+
+    def __repr__(self) -> str:
+        return f"RecalledMessage({self.distance:.3f}, {self.thread_id!r}, {self.message.role}: {self.message.content[:50]!r})"
+
+
+def indexable(message: Message) -> bool:
+    """Only user and assistant messages with text are worth recalling (not tool calls or system prompts)."""
+    return message.role in INDEXED_ROLES and bool((message.content or "").strip())
+
+
+class MessageIndex:
+    """Embeds stored messages and searches them, scoped to one user (optionally one thread).
+
+    ``max_messages_per_thread``: a storage limit; after each ``add`` the oldest messages of the
+    thread are deleted from the list *and* the index together (via ``ChatHistory.delete_first``).
+    """
+
+    def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit", *,
+                 max_messages_per_thread: int | None = None):
+        if max_messages_per_thread is not None and max_messages_per_thread < 2:
+            raise ValidationError("max_messages_per_thread must be at least 2 (or None for no limit)")
+        self.redis = redis_client
+        self.embedder = embedder
+        self.namespace = check_namespace(namespace)
+        self.max_messages_per_thread = max_messages_per_thread
+        self.schema = message_schema(namespace, embedder.dims)
+        self.index = ensure_index(redis_client, self.schema)
+
+    def __repr__(self) -> str:
+        return f"MessageIndex({self.schema['index']['name']}, limit={self.max_messages_per_thread})"
+
+    # ------------------------------------------------------------------ keys
+    def key(self, user_id: str, thread_id: str, message_id: str) -> str:
+        return key(self.namespace, "msgvec", user_id, thread_id, message_id)
+
+    def _thread_pattern(self, user_id: str, thread_id: str) -> str:
+        return key(self.namespace, "msgvec", check_id(user_id, "user_id"), check_id(thread_id, "thread_id")) + ":*"
+
+    # ------------------------------------------------------------------ writes
+    def add(self, user_id: str, thread_id: str, messages: Sequence[Message]) -> int:
+        """Embed and index the recallable messages; returns how many were indexed."""
+        check_id(user_id, "user_id")
+        check_id(thread_id, "thread_id")
+        todo = [m for m in messages if indexable(m)]
+        if todo:
+            vectors = self.embedder.embed_many([m.content for m in todo])
+            docs = [{"message_id": m.id, "user_id": user_id, "thread_id": thread_id, "role": m.role,
+                     "text": m.content, "name": m.name or "", "created_at": float(m.created_at),
+                     "embedding": v} for m, v in zip(todo, vectors)]
+            self.index.load(docs, keys=[self.key(user_id, thread_id, m.id) for m in todo])
+        if self.max_messages_per_thread:
+            self.prune(user_id, thread_id, self.max_messages_per_thread)
+        return len(todo)
+
+    def remove(self, user_id: str, thread_id: str, message_ids: Iterable[str]) -> int:
+        """Delete these messages' vectors; returns how many existed."""
+        keys = [self.key(user_id, thread_id, mid) for mid in message_ids]
+        return int(self.redis.delete(*keys)) if keys else 0
+
+    def remove_thread(self, user_id: str, thread_id: str) -> int:
+        keys = list(self.redis.scan_iter(match=self._thread_pattern(user_id, thread_id), count=1000))
+        return int(self.redis.delete(*keys)) if keys else 0
+
+    # ------------------------------------------------------------------ storage limit + consistency
+    def history(self, user_id: str, thread_id: str):
+        """The thread as a ChatHistory wired to this index (deletes there remove vectors here)."""
+        from .short_term import ChatHistory
+
+        return ChatHistory(self.redis, user_id, thread_id, ttl=None, namespace=self.namespace, recall=self)
+
+    def prune(self, user_id: str, thread_id: str, keep_last: int) -> list[Message]:
+        """Delete the thread's oldest messages beyond ``keep_last``, from the list and the index together.
+
+        Goes through ``ChatHistory.delete_first`` so the cut respects tool-call boundaries and is
+        atomic against concurrent appends; returns the deleted messages.
+        """
+        if keep_last < 0:
+            raise ValidationError("keep_last must be >= 0")
+        h = self.history(user_id, thread_id)
+        snap = h.snapshot()
+        excess = len(snap.raws) - snap.head - keep_last
+        return h.delete_first(excess) if excess > 0 else []
+
+    def vector_ids(self, user_id: str, thread_id: str) -> set[str]:
+        """Ids of the messages of a thread that have a vector."""
+        return {k.rsplit(":", 1)[1] for k in self.redis.scan_iter(match=self._thread_pattern(user_id, thread_id),
+                                                                  count=1000)}
+
+    def check(self, user_id: str, thread_id: str) -> dict[str, set[str]]:
+        """List vs index: ``orphans`` (vectors whose message is gone), ``missing`` (messages not indexed)."""
+        stored = {m.id: m for m in self.history(user_id, thread_id).messages()}
+        have = self.vector_ids(user_id, thread_id)
+        want = {mid for mid, m in stored.items() if indexable(m)}
+        return {"orphans": have - set(stored), "missing": want - have}
+
+    def sync(self, user_id: str, thread_id: str) -> dict[str, int]:
+        """Repair a thread's index (e.g. after the list expired by TTL): drop orphans, index missing."""
+        found = self.check(user_id, thread_id)
+        removed = self.remove(user_id, thread_id, found["orphans"])
+        missing = [m for m in self.history(user_id, thread_id).messages() if m.id in found["missing"]]
+        added = self.add(user_id, thread_id, missing) if missing else 0
+        return {"removed": removed, "added": added}
+
+    # ------------------------------------------------------------------ reads
+    def _scope(self, user_id: str, thread_id: str | None, roles: Sequence[str] | None,
+               since: float | None, until: float | None) -> FilterExpression:
+        expr = Tag("user_id") == check_id(user_id, "user_id")
+        if thread_id is not None:
+            expr = expr & (Tag("thread_id") == check_id(thread_id, "thread_id"))
+        if roles:
+            expr = expr & (Tag("role") == list(roles))
+        if since is not None:
+            expr = expr & (Num("created_at") >= since)
+        if until is not None:
+            expr = expr & (Num("created_at") <= until)
+        return expr
+
+    @staticmethod
+    def _row(row: dict[str, Any]) -> tuple[Message, str]:
+        msg = Message(role=row["role"], content=row["text"], name=row.get("name") or None,
+                      created_at=float(row["created_at"]), id=row["message_id"])
+        return msg, row["thread_id"]
+
+    def search(self, query: str, user_id: str, thread_id: str | None = None, k: int = 5,
+               distance_threshold: float | None = None, *, roles: Sequence[str] | None = None,
+               exclude_ids: Iterable[str] = (), since: float | None = None,
+               until: float | None = None) -> list[RecalledMessage]:
+        """The user's past messages closest in meaning to ``query``, closest first.
+
+        Scoped to ``user_id`` always (and ``thread_id`` if given); ``distance_threshold`` turns
+        KNN into a range query; ``exclude_ids`` drops messages you already have (the window).
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise ValidationError("search needs a non-empty query")
+        if k <= 0:
+            return []
+        exclude = set(exclude_ids)
+        expr = self._scope(user_id, thread_id, roles, since, until)
+        vector = self.embedder.embed(query)
+        n = k + len(exclude)
+        if distance_threshold is None:
+            q = VectorQuery(vector, "embedding", return_fields=_RETURN, num_results=n, filter_expression=expr)
+        else:
+            q = VectorRangeQuery(vector, "embedding", return_fields=_RETURN, num_results=n,
+                                 distance_threshold=distance_threshold, filter_expression=expr)
+        out = []
+        for row in sorted(self.index.query(q), key=lambda r: float(r["vector_distance"])):
+            msg, thread = self._row(row)
+            if msg.id not in exclude:
+                out.append(RecalledMessage(msg, thread, float(row["vector_distance"])))
+        return out[:k]
+
+    def count(self, user_id: str, thread_id: str | None = None) -> int:
+        from redisvl.query import CountQuery
+
+        return int(self.index.query(CountQuery(filter_expression=self._scope(user_id, thread_id, None, None, None))))
+
+    def messages(self, user_id: str, thread_id: str | None = None, limit: int = 1000) -> list[RecalledMessage]:
+        """Indexed messages of a user (or thread), oldest first, without a query."""
+        q = FilterQuery(filter_expression=self._scope(user_id, thread_id, None, None, None),
+                        return_fields=_RETURN, num_results=limit)
+        q.sort_by("created_at", asc=True)
+        return [RecalledMessage(*self._row(row), distance=0.0) for row in self.index.query(q)]
+
+    def drop(self) -> None:
+        """Drop the index and every message vector of this namespace."""
+        self.index.delete(drop=True)
+
+
+MessageRecall = MessageIndex
+
+
+# ---------------------------------------------------------------------- merging with the window
+def _as_message(item: RecalledMessage | Message) -> Message:
+    return item.message if isinstance(item, RecalledMessage) else item
+
+
+def _fingerprint(m: Message) -> tuple[str, str]:
+    return m.role, " ".join((m.content or "").split()).casefold()
+
+
+def merge_recalled(window: Sequence[Message], recalled: Sequence[RecalledMessage | Message],
+                   strategy: str = "prepend") -> list[Message]:
+    """The recent window plus recalled messages, none repeated (same id or same role + text).
+
+    ``prepend``: recalled (oldest first) before the window; ``append``: after it;
+    ``interleave``: everything in chronological order. Leading system messages (prompt,
+    summary) stay at the top in every strategy.
+    """
+    if strategy not in STRATEGIES:
+        raise ValidationError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    window = list(window)
+    head = 0
+    while head < len(window) and window[head].role == "system":
+        head += 1
+    system, recent = window[:head], window[head:]
+    seen_ids = {m.id for m in window}
+    seen_text = {_fingerprint(m) for m in recent}
+    extra: list[Message] = []
+    for item in recalled:
+        m = _as_message(item)
+        if m.id in seen_ids or _fingerprint(m) in seen_text:
+            continue
+        seen_ids.add(m.id)
+        seen_text.add(_fingerprint(m))
+        extra.append(m)
+    extra.sort(key=lambda m: m.created_at)
+    if strategy == "prepend":
+        body = extra + recent
+    elif strategy == "append":
+        body = recent + extra
+    else:
+        body = sorted(recent + extra, key=lambda m: m.created_at)  # stable: ties keep window order
+    return system + body
+
+
+def recall_block(recalled: Sequence[RecalledMessage | Message], header: str = RECALL_HEADER) -> Message | None:
+    """Recalled messages as one system message (dated lines), for prompts that keep roles strict."""
+    items = sorted((_as_message(r) for r in recalled), key=lambda m: m.created_at)
+    if not items:
+        return None
+    lines = [f"- {time.strftime('%Y-%m-%d', time.gmtime(m.created_at))} {m.role}: {m.content.strip()}"
+             for m in items]
+    return Message(role="system", content=header + "\n" + "\n".join(lines))

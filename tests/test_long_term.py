@@ -1,0 +1,238 @@
+"""MemoryStore against the real Redis and the real model: scoping, thresholds, updates, forgetting."""
+import json
+import time
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from redisvl.query import VectorQuery
+from redisvl.query.filter import Num, Tag
+
+import memorykit as mk
+from memorykit.errors import SchemaMismatchError, ValidationError
+from memorykit.keys import key
+from memorykit.long_term import USER_KEY_STRUCTURES, ensure_index, memory_schema, user_scope
+
+from conftest import drop_namespace
+
+
+@pytest.fixture
+def store(r, emb, ns):
+    return mk.MemoryStore(r, emb, namespace=ns)
+
+
+def test_add_get_search_with_distances(store):
+    m = store.add("User went to Paris in 2009 for their honeymoon", user_id="raphael")
+    store.add("User prefers window seats", user_id="raphael")
+    assert store.get(m.id).content == m.content
+    hits = store.search("Where did I travel in 2009?", user_id="raphael", k=2)
+    assert [h.memory.id for h in hits][0] == m.id
+    assert hits[0].distance <= hits[1].distance
+    assert all(0 <= h.distance <= 2 for h in hits)
+
+
+def test_semantic_shared_episodic_private(store):
+    store.add("Singapore requires a passport for entry", memory_type="semantic")
+    store.add("User went to Singapore last spring", user_id="alice")
+    store.add("Alice's private fact: Singapore trip notes", user_id="alice", memory_type="semantic")
+    bob = store.search("Singapore passport", user_id="bob", k=10)
+    assert [h.memory.content for h in bob] == ["Singapore requires a passport for entry"]
+    assert bob[0].memory.user_id == "system"
+    alice = {h.memory.content for h in store.search("Singapore", user_id="alice", k=10)}
+    assert len(alice) == 3
+    assert len(store.search("Singapore", user_id=None, memory_types=["semantic"], k=10)) == 1
+    with pytest.raises(ValidationError):
+        store.search("Singapore", user_id=None, memory_types=["episodic"])
+
+
+def test_distance_threshold_turns_knn_into_range(store):
+    store.add_many([{"content": t, "user_id": "u"} for t in
+                    ("User loves sushi", "User is allergic to peanuts", "User plays the cello")])
+    knn = store.search("What food do I like?", user_id="u", k=3)
+    assert len(knn) == 3
+    cut = (knn[0].distance + knn[-1].distance) / 2
+    ranged = store.search("What food do I like?", user_id="u", k=3, distance_threshold=cut)
+    assert 1 <= len(ranged) < 3
+    assert all(h.distance <= cut for h in ranged)
+    assert store.search("What food do I like?", user_id="u", distance_threshold=0.01) == []
+    strict = mk.MemoryStore(store.redis, store.embedder, namespace=store.namespace, distance_threshold=cut)
+    assert len(strict.search("What food do I like?", user_id="u", k=3)) == len(ranged)
+
+
+def test_calibrated_default_threshold_recalls_the_raphael_question(store):
+    store.add("User went to Paris in 2009 for their honeymoon", user_id="raphael")
+    hits = store.search("Where did I go back in 2009?", user_id="raphael",
+                        distance_threshold=mk.settings().distance_threshold)
+    assert [h.memory.content for h in hits] == ["User went to Paris in 2009 for their honeymoon"]
+
+
+def test_filters_are_redisvl_objects(store):
+    old = store.add("User learned to ski", user_id="u", topics=["Sport"])
+    time.sleep(0.01)
+    t = time.time()
+    store.add("User learned to sail", user_id="u", topics=["sport", "sea"])
+    recent = store.search("learned", user_id="u", filters=Num("created_at") > t)
+    assert [h.memory.content for h in recent] == ["User learned to sail"]
+    assert {h.memory.id for h in store.search("learned", user_id="u", topics=["SPORT"])} >= {old.id}
+    assert [h.memory.content for h in store.search("learned", user_id="u", topics=["sea"])] == ["User learned to sail"]
+    assert [h.memory.content for h in store.search("learned", user_id="u", filters=Tag("topics") == "sea")] == \
+        ["User learned to sail"]
+
+
+def test_last_accessed_updated_on_retrieval_only(store):
+    m = store.add("User drinks green tea", user_id="u")
+    assert store.get(m.id).last_accessed is None
+    store.search("tea", user_id="u", touch=False)
+    assert store.get(m.id).last_accessed is None
+    before = time.time()
+    hits = store.search("tea", user_id="u")
+    assert hits[0].memory.last_accessed >= before
+    assert store.get(m.id).last_accessed >= before
+
+
+def test_update_re_embeds(store, r, emb):
+    m = store.add("User lives in Lisbon", user_id="u")
+    v_old = r.json().get(store.key(m.id), "$.embedding")[0]
+    store.update(m.id, "User plays the violin in an orchestra")
+    v_new = r.json().get(store.key(m.id), "$.embedding")[0]
+    assert v_new != v_old
+    assert max(abs(a - b) for a, b in zip(v_new, emb.embed("User plays the violin in an orchestra"))) < 1e-5
+    hit = store.search("User plays the violin in an orchestra", user_id="u", k=1)[0]
+    assert hit.memory.id == m.id and hit.distance < 0.01
+    assert store.get(m.id).content_hash == mk.content_hash("user plays the violin in an orchestra!")
+    store.update(m.id, topics=["music"])  # no content change: the vector stays
+    assert r.json().get(store.key(m.id), "$.embedding")[0] == pytest.approx(v_new, rel=1e-6, abs=1e-12)
+    with pytest.raises(ValidationError):
+        store.update("no-such-id", "x")
+
+
+def test_list_count_delete(store):
+    ids = [m.id for m in store.add_many([{"content": f"User fact number {i}", "user_id": "u"} for i in range(5)])]
+    store.add("General fact about Lisbon trams", memory_type="semantic")
+    assert store.count("u", ["episodic"]) == 5
+    assert store.count("u") == 6
+    listed = store.list("u", ["episodic"])
+    assert [m.id for m in listed] == sorted(ids, reverse=True)  # newest first (ULIDs sort by time)
+    assert store.delete(ids[0]) is True and store.delete(ids[0]) is False
+    assert store.get(ids[0]) is None and store.count("u", ["episodic"]) == 4
+    assert store.get_many([ids[1], "missing"])[1] is None
+
+
+@pytest.mark.parametrize("bad", [dict(content="  "), dict(content="x", memory_type="EPISODIC!"),
+                                 dict(content="x", user_id=None), dict(content="x" * 20_001),
+                                 dict(content="x", user_id="   "), dict(content="x", user_id="a\nb"),
+                                 dict(content="x", user_id="u" * 300), dict(content="x", user_id="")])
+def test_bad_input_rejected_and_nothing_written(store, r, bad):
+    args = {"user_id": "u", "memory_type": "episodic", **bad}
+    with pytest.raises(ValidationError):
+        store.add(**args)
+    with pytest.raises(ValidationError):
+        store.add_many([{"content": "a valid one", "user_id": "u"}, args])
+    assert list(r.scan_iter(match=f"{store.namespace}:memory:*")) == []
+
+
+@pytest.mark.parametrize("empty_looking", ["", " ", "\t", "\n", "\u3000", "\u00a0 ", "a\x00b"])
+def test_empty_looking_ids_are_rejected_clearly(store, empty_looking):
+    with pytest.raises(ValidationError, match="user_id"):
+        store.search("anything", user_id=empty_looking)
+
+
+def test_index_creation_is_idempotent_and_detects_schema_changes(r, emb, ns):
+    a = mk.MemoryStore(r, emb, namespace=ns)
+    m = a.add("User likes tea", user_id="u")
+    b = mk.MemoryStore(r, emb, namespace=ns)  # same schema: reuse, data kept
+    assert b.get(m.id).content == "User likes tea"
+    changed = memory_schema(ns, 128)
+    with pytest.raises(SchemaMismatchError, match="embedding") as err:
+        ensure_index(r, changed)
+    assert "FT.DROPINDEX" in str(err.value)
+    flat = memory_schema(ns, emb.dims)
+    flat["fields"][-1]["attrs"]["algorithm"] = "flat"
+    with pytest.raises(SchemaMismatchError, match="algorithm"):
+        ensure_index(r, flat)
+    assert b.get(m.id) is not None  # detection never drops anything
+
+
+def test_forget_user_leaves_no_key_behind(r, emb, ns):
+    store = mk.MemoryStore(r, emb, namespace=ns)
+    victims, others = ["bob", "a|b*{x}"], ["Bob", "bob ", "bob:2", "a", "alice"]
+    for u in victims + others:
+        store.add_many([{"content": f"User {u!r} secret {i}", "user_id": u} for i in range(3)])
+        store.add(f"User {u!r} own fact", user_id=u, memory_type="semantic")
+        for structure in USER_KEY_STRUCTURES:
+            r.set(key(ns, *structure.split(":"), u, "t1"), "x")
+    store.add("Shared fact", memory_type="semantic")
+    before = sum(1 for _ in r.scan_iter(match=f"{ns}:*"))
+    deleted = sum(store.forget_user(u) for u in victims)
+    assert deleted == 2 * (4 + len(USER_KEY_STRUCTURES))
+    left = list(r.scan_iter(match=f"{ns}:*"))
+    assert len(left) == before - deleted
+    owners = {store.get(k.rsplit(":", 1)[-1]).user_id for k in left if k.startswith(f"{ns}:memory:")}
+    assert owners == set(others) | {"system"}
+    for u in victims:
+        assert store.count(u, ["episodic"]) == 0
+        gone = [key(ns, *s.split(":"), u) for s in USER_KEY_STRUCTURES]
+        assert not [k for k in left if any(k == g or k.startswith(g + ":") for g in gone)]
+    assert store.forget_user("bob") == 0
+    with pytest.raises(ValidationError):
+        store.forget_user("system")
+
+
+def test_format_memories_context_block(store):
+    store.add("User went to Paris in 2009", user_id="u")
+    store.add("Paris has a metro", memory_type="semantic")
+    block = mk.format_memories(store.search("Paris", user_id="u"))
+    lines = block.splitlines()
+    assert "do not mention" in lines[0].lower() and not lines[0].startswith("- ")
+    assert sorted(lines[1:]) == ["- [EPISODIC] User went to Paris in 2009", "- [SEMANTIC] Paris has a metro"]
+    assert mk.format_memories([]) == ""
+
+
+# ---------------------------------------------------------------- isolation under adversarial ids
+ADVERSARIAL = ["a|b", "a", "b", "*", "{x}", "x", "@user_id:{y}", "y", "-", "--", "a,b", "a b", " a", "a ",
+               "'q'", '"q"', "q", "Bob", "bob", "BOB", "ü", "u", "用户", "%2A", "a%7Cb", "\\", "a\\|b", "(x)",
+               "@", "$", "user:1", "user", "a*", "ab", "x -y", "-y", "~a", "a;b", "🙂", "e\u0301", "é",
+               "a\u200bb", "ab ", "0", "00", "[x]", "a.b", "a_b", "@user_id", "user_id"]
+_chars = st.characters(blacklist_categories=("Cc", "Cs"))
+_ids = st.one_of(st.sampled_from(ADVERSARIAL),
+                 st.builds(lambda a, t: a + t, st.sampled_from(ADVERSARIAL), st.text(_chars, max_size=6)),
+                 st.text(_chars, min_size=1, max_size=24)).filter(lambda s: s.strip())
+
+
+@pytest.fixture(scope="module")
+def iso(r, emb):
+    namespace = "tiso" + uuid.uuid4().hex[:8]
+    store = mk.MemoryStore(r, emb, namespace=namespace)
+    yield store, {}
+    drop_namespace(r, namespace)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(st.lists(_ids, min_size=60, max_size=60, unique=True))
+def test_no_search_returns_another_users_episodic_memory(iso, user_ids):
+    store, counts = iso
+    store.add_many([{"content": f"Private diary entry number {i % 7}", "user_id": u}
+                    for i, u in enumerate(user_ids)])
+    for u in user_ids:
+        counts[u] = counts.get(u, 0) + 1
+    counts[None] = counts.get(None, 0) + len(user_ids)  # total generated, distinct or not
+    vector = store.embedder.embed("private diary entry")
+    queries = [VectorQuery(vector, "embedding", return_fields=["id"], num_results=100,
+                           filter_expression=user_scope(u, ["episodic"])) for u in user_ids]
+    results = store.index.batch_query(queries, batch_size=60)
+    ids = [row["id"].rsplit(":", 1)[-1] for rows in results for row in rows]
+    owner = {m.id: m.user_id for m in store.get_many(ids) if m}
+    for u, rows in zip(user_ids, results):
+        seen = [owner[row["id"].rsplit(":", 1)[-1]] for row in rows]
+        assert set(seen) == {u}, f"id {u!r} saw memories of {set(seen) - {u}}"
+        assert len(seen) == counts[u]
+    for u in user_ids[:5]:  # the public API on top (its own post-check aside, same answer)
+        assert {h.memory.user_id for h in store.search("diary", user_id=u, k=20)} == {u}
+
+
+def test_isolation_property_covered_enough_ids(iso):
+    store, counts = iso
+    assert counts[None] >= 1000, "the property test above must generate at least 1,000 user ids"
+    assert len(counts) > 500 and set(ADVERSARIAL) & set(counts)

@@ -1,0 +1,181 @@
+"""MessageIndex: what gets indexed, recall scoped to one user, merge strategies, list/vector consistency."""
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import memorykit as mk
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "working"
+DAY = 86400.0
+NOW = 1_717_200_000.0  # fixed "now" so created_at values are reproducible
+
+
+@pytest.fixture
+def idx(r, emb, ns):
+    return mk.MessageIndex(r, emb, ns)
+
+
+def history(r, ns, idx, user, thread):
+    return mk.ChatHistory(r, user, thread, ttl=None, namespace=ns, recall=idx)
+
+
+def seed_threads(r, ns, idx):
+    """The course's recall data set: one user's older threads plus another user's thread."""
+    for line in (DATA / "threads.jsonl").read_text().splitlines():
+        t = json.loads(line)
+        start = NOW - t["days_ago"] * DAY
+        msgs = [mk.Message(role=role, content=text, created_at=start + i * 60)
+                for i, (role, text) in enumerate(t["messages"])]
+        history(r, ns, idx, t["user_id"], t["thread_id"]).append(msgs)
+
+
+def msg(role, content, t):
+    return mk.Message(role=role, content=content, created_at=t)
+
+
+# ------------------------------------------------------------------ indexing
+def test_only_user_and_assistant_text_is_indexed(r, ns, idx):
+    h = history(r, ns, idx, "u1", "t1")
+    h.append([mk.Message(role="system", content="You are helpful."),
+              mk.Message(role="user", content="What's the weather in Oslo?"),
+              mk.Message(role="assistant", content="", tool_calls=[{"id": "c1", "type": "function",
+                         "function": {"name": "weather", "arguments": "{}"}}]),
+              mk.Message(role="tool", content='{"temp": 3}', tool_call_id="c1"),
+              mk.Message(role="assistant", content="It is 3 degrees in Oslo.")])
+    assert idx.count("u1") == 2
+    assert {m.message.role for m in idx.messages("u1")} == {"user", "assistant"}
+    doc = r.json().get(idx.key("u1", "t1", h.messages()[1].id))
+    assert doc["user_id"] == "u1" and doc["thread_id"] == "t1" and doc["text"] == "What's the weather in Oslo?"
+
+
+def test_search_finds_by_meaning_across_threads(r, ns, idx):
+    seed_threads(r, ns, idx)
+    h = history(r, ns, idx, "ana", "today")
+    hits = h.search_messages("what did I say about pricing?", k=3)
+    assert hits[0].thread_id == "pricing-review"
+    assert "9 dollars" in " ".join(x.message.content for x in hits)
+    in_thread = idx.search("pricing", user_id="ana", thread_id="weekend-trip", k=5)
+    assert {x.thread_id for x in in_thread} == {"weekend-trip"}
+    last_week = idx.search("pricing", user_id="ana", k=10, since=NOW - 14 * DAY, until=NOW - 7 * DAY)
+    assert last_week and {x.thread_id for x in last_week} == {"pricing-review"}
+
+
+def test_recall_never_crosses_users(r, ns, idx):
+    seed_threads(r, ns, idx)
+    hits = idx.search("pricing idea 500 dollars", user_id="ana", k=20)
+    assert hits and all("500" not in x.message.content for x in hits)
+    assert all(x.message.content != "" for x in hits)
+    assert {x.thread_id for x in idx.search("pricing", user_id="mallory", k=20)} == {"brainstorm"}
+    # tag look-alikes: case variants, separators and query syntax stay separate users
+    for user in ("Ana", "ANA", "ana,mallory", "ana mallory", "*", "ana|mallory"):
+        assert idx.search("pricing", user_id=user, k=20) == [], user
+
+
+def test_distance_threshold_and_exclude(r, ns, idx):
+    seed_threads(r, ns, idx)
+    far = idx.search("quantum chromodynamics lecture notes", user_id="ana", k=5, distance_threshold=0.3)
+    assert far == []
+    near = idx.search("starter plan price", user_id="ana", k=2)
+    rest = idx.search("starter plan price", user_id="ana", k=2, exclude_ids=[near[0].message.id])
+    assert near[0].message.id not in {x.message.id for x in rest} and rest[0].message.id == near[1].message.id
+
+
+# ------------------------------------------------------------------ merging
+def window():
+    return [msg("system", "prompt", 0), msg("user", "a", 100), msg("assistant", "b", 110), msg("user", "c", 120)]
+
+
+def test_merge_strategies_order_and_no_repeats():
+    w = window()
+    old1, old2 = msg("user", "old one", 10), msg("assistant", "old two", 20)
+    late = msg("user", "late", 115)
+    recalled = [mk.RecalledMessage(old2, "t0", 0.2), mk.RecalledMessage(w[1], "t1", 0.1), old1,
+                msg("user", "  A ", 50), late]
+    pre = mk.merge_recalled(w, recalled, "prepend")
+    assert [m.content for m in pre] == ["prompt", "old one", "old two", "late", "a", "b", "c"]
+    app = mk.merge_recalled(w, recalled, "append")
+    assert [m.content for m in app] == ["prompt", "a", "b", "c", "old one", "old two", "late"]
+    inter = mk.merge_recalled(w, recalled, "interleave")
+    assert [m.content for m in inter] == ["prompt", "old one", "old two", "a", "b", "late", "c"]
+    with pytest.raises(mk.ValidationError):
+        mk.merge_recalled(w, recalled, "shuffle")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 30), max_size=8), st.lists(st.integers(0, 30), max_size=8),
+       st.sampled_from(["prepend", "append", "interleave"]))
+def test_merge_property(window_times, recalled_times, strategy):
+    pool = {t: msg("user", f"m{t}", float(t)) for t in set(window_times) | set(recalled_times)}
+    w = sorted({pool[t].id: pool[t] for t in window_times}.values(), key=lambda m: m.created_at)
+    rec = [pool[t] for t in recalled_times]
+    out = mk.merge_recalled(w, rec, strategy)
+    ids = [m.id for m in out]
+    assert len(ids) == len(set(ids))
+    assert set(ids) == {m.id for m in w} | {m.id for m in rec}
+    kept = [m.id for m in out if m.id in {x.id for x in w}]
+    assert kept == [m.id for m in w]
+    if strategy == "interleave":
+        assert [m.created_at for m in out] == sorted(m.created_at for m in out)
+
+
+def test_recall_block_lists_dated_lines():
+    block = mk.recall_block([msg("user", "Price the starter plan at 9 dollars", NOW - 8 * DAY)])
+    assert block.role == "system" and "2024-05-24 user: Price the starter plan at 9 dollars" in block.content
+    assert mk.recall_block([]) is None
+
+
+# ------------------------------------------------------------------ list and vectors stay consistent
+def fill(h, n):
+    for i in range(n):
+        h.append([mk.Message(role="user", content=f"question {i} about topic {i}"),
+                  mk.Message(role="assistant", content=f"answer {i}")])
+
+
+def test_prune_removes_messages_and_vectors_together(r, ns, idx):
+    h = history(r, ns, idx, "u1", "t1")
+    fill(h, 6)
+    deleted = idx.prune("u1", "t1", keep_last=4)
+    assert len(deleted) == 8 and len(h) == 4
+    assert idx.check("u1", "t1") == {"orphans": set(), "missing": set()}
+    assert idx.count("u1", "t1") == 4
+    assert {x.message.content for x in idx.messages("u1", "t1")} == {m.content for m in h.messages()}
+
+
+def test_storage_limit_prunes_on_every_append(r, emb, ns):
+    idx = mk.MessageIndex(r, emb, ns, max_messages_per_thread=6)
+    h = history(r, ns, idx, "u1", "t1")
+    fill(h, 10)
+    assert len(h) <= 6 and h.messages()[0].role == "user"
+    assert idx.check("u1", "t1") == {"orphans": set(), "missing": set()}
+    assert idx.count("u1", "t1") == len(h)
+
+
+def test_deletes_and_summarization_keep_index_consistent(r, ns, idx, llm):
+    h = history(r, ns, idx, "u1", "t1")
+    fill(h, 6)
+    h.delete_where(lambda m: m.content == "question 2 about topic 2")
+    assert idx.check("u1", "t1") == {"orphans": set(), "missing": set()}
+    assert mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=6, keep_last=2))
+    assert idx.check("u1", "t1") == {"orphans": set(), "missing": set()}
+    assert idx.count("u1", "t1") == len([m for m in h.messages() if m.role != "system"])
+    h.clear()
+    assert idx.count("u1", "t1") == 0
+
+
+def test_sync_repairs_an_expired_thread(r, ns, idx):
+    h = history(r, ns, idx, "u1", "t1")
+    fill(h, 2)
+    r.delete(h.key)  # what a TTL expiry does to the list
+    assert len(idx.check("u1", "t1")["orphans"]) == 4
+    assert idx.sync("u1", "t1") == {"removed": 4, "added": 0}
+    assert idx.count("u1") == 0
+
+
+def test_forget_user_removes_message_vectors(r, emb, ns, idx):
+    seed_threads(r, ns, idx)
+    assert idx.count("ana") > 0
+    mk.forget_user(r, ns, "ana", emb)
+    assert idx.count("ana") == 0 and list(r.scan_iter(match=f"{ns}:msgvec:ana:*")) == []
+    assert idx.count("mallory") == 2

@@ -1,0 +1,131 @@
+"""ToolAgent: the tool loop, its run record, the cautious offline planner, learning from runs."""
+import json
+
+import pytest
+
+import memorykit as mk
+from memorykit.tool_agent import arguments_for, periods_in, profile
+
+USER = "wellness_user"
+COMPARE = "Compare my activity this month vs last"
+
+
+@pytest.fixture
+def procs(r, emb, ns):
+    return mk.ProcedureStore(r, emb, namespace=ns)
+
+
+def test_cold_run_explores_then_answers_and_learns(r, llm, procs):
+    agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER, procedures=procs), procedures=procs)
+    run = agent.run(COMPARE, user_id=USER)
+    assert run.suggestion is None
+    assert sorted(run.tools_used) == ["get_health_metrics", "get_workout_data"]
+    assert run.steps == 3  # one tool, check coverage, the other tool, answer
+    assert run.reply.startswith("(offline)") and "vs last month" in run.reply
+    assert run.evaluation.success and run.stored and procs.count() == 1
+    assert all(json.loads(a)["period"] == "this_month" for a in (t["arguments"] for t in run.tool_results))
+
+
+def test_warm_run_follows_the_suggestion_in_fewer_steps(r, llm, procs):
+    agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), procedures=procs)
+    cold = agent.run(COMPARE, user_id=USER)
+    warm = agent.run("How active was I this month compared with last month?", user_id=USER)
+    assert warm.suggestion is not None and warm.suggestion.procedure.query == COMPARE
+    assert sorted(warm.tools_used) == sorted(cold.tools_used)
+    assert warm.steps == 2 < cold.steps
+    assert procs.count() == 1 and procs.list()[0].uses == 2
+
+
+def test_a_suggestion_below_the_threshold_is_not_followed(r, llm, procs):
+    procs.store("How did I sleep last week?", ["get_sleep_analysis", "get_my_goals"], 1.0, 10)
+    agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), procedures=procs, min_similarity=0.99,
+                         learn=False)
+    run = agent.run("What was my sleep like over the past week?", user_id=USER)
+    assert run.suggestion is None and run.tools_used == ["get_sleep_analysis"]
+
+
+def test_a_wrong_suggestion_is_completed_by_the_coverage_check(r, llm, procs):
+    procs.store("Does my sleep change on days I exercise?", ["get_sleep_analysis"], 1.0, 10)
+    agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), procedures=procs, learn=False)
+    run = agent.run("Does my sleep change on days I work out?", user_id=USER)
+    assert run.suggestion is not None
+    assert run.tools_used == ["get_sleep_analysis", "get_workout_data"]
+
+
+def test_tool_errors_are_surfaced_and_the_run_is_not_stored(r, llm, procs):
+    def broken(**kwargs):
+        raise RuntimeError("sensor database offline")
+
+    tools = [mk.Tool("get_sleep_analysis", "Sleep duration and quality per night", {"type": "object",
+                                                                                    "properties": {}}, broken)]
+    run = mk.ToolAgent(r, llm=llm, tools=tools, procedures=procs).run("How did I sleep?", user_id=USER)
+    assert run.tools_used == ["get_sleep_analysis"]
+    assert run.errors and "sensor database offline" in run.errors[0]
+    assert "reported a problem" in run.reply
+    assert run.evaluation.success_score < 0.7 and not run.stored and procs.count() == 0
+
+
+def test_inverted_dates_in_the_question_become_a_tool_error(r, llm):
+    run = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER)).run(
+        "How did I sleep between 2025-03-20 and 2025-03-01?", user_id=USER)
+    assert run.tools_used == ["get_sleep_analysis"] and "after end_date" in run.errors[0]
+
+
+@pytest.mark.parametrize("query, tools", [
+    ("Have I been getting enough shut-eye? My bedtime has been all over the place", ["get_sleep_analysis"]),
+    ("What's my pulse been like?", ["get_health_metrics"]),
+    ("Did I hit the gym more in March?", ["get_workout_data"]),
+    ("Is my BMI going down?", ["get_health_metrics"]),
+    ("How far am I from my targets?", ["get_my_goals"]),
+    ("Did my yoga sessions help me rest?", ["get_sleep_analysis", "get_workout_data"]),
+    ("How much did I walk compared to what I aimed for?", ["get_health_metrics", "get_my_goals"]),
+])
+def test_planner_generalizes_to_new_wording(r, llm, query, tools):
+    run = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER)).run(query, user_id=USER)
+    assert sorted(run.tools_used) == tools
+
+
+def test_no_matching_tool_means_an_honest_answer(r, llm):
+    run = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER)).run("What's the capital of Peru?", user_id=USER)
+    assert run.tools_used == [] and "couldn't find a tool" in run.reply
+    assert not run.evaluation.success
+
+
+def test_max_steps_bounds_the_loop(r, llm):
+    run = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), max_steps=1).run(COMPARE, user_id=USER)
+    assert run.steps == 1 and run.reply == "" and not run.evaluation.success
+
+
+def test_periods_and_arguments_from_the_question():
+    from memorykit.wellness import PERIODS
+
+    assert periods_in(COMPARE, PERIODS) == ["this_month", "last_month"]
+    assert periods_in("Am I sleeping better than last week?", PERIODS) == ["this_week", "last_week"]
+    assert periods_in("steps over the last 10 days", PERIODS) == ["last_30_days"]
+    tool = {t.name: t for t in mk.wellness_tools(USER)}["get_workout_data"]
+    assert arguments_for("How much running did I do last week?", profile(tool.schema)) == {
+        "period": "last_week", "workout_type": "running"}
+
+
+def test_feedback_guidance_shapes_the_answer(r, emb, ns, llm):
+    fb = mk.FeedbackStore(r, emb, namespace=ns)
+    agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), feedback=fb)
+    as_json = agent.run("Show my sleep last week as JSON", user_id=USER)
+    fb.mark(USER, "Show my sleep last week", as_json.reply, "positive")
+    later = agent.run("How did I sleep this month?", user_id=USER)
+    assert later.guidance.positives and "```json" in later.reply
+    other_user = agent.run("How did I sleep this month?", user_id="alex")
+    assert "```json" not in other_user.reply
+
+    plain = agent.run("How many workouts did I do last month?", user_id=USER)
+    fb.mark(USER, plain.query, plain.reply, "negative")
+    again = agent.run("How many gym sessions did I have last month?", user_id=USER)
+    assert again.guidance.negatives and again.reply != plain.reply and "\n- " in again.reply
+
+
+def test_bad_input_is_rejected(r, llm):
+    agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER))
+    with pytest.raises(mk.ValidationError):
+        agent.run("  ", user_id=USER)
+    with pytest.raises(mk.ValidationError):
+        agent.run("How did I sleep?", user_id="")

@@ -1,0 +1,328 @@
+"""WorkingMemory: formats, validation and size limit on every write path, scopes, history, tools, observe."""
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, Field
+
+import memorykit as mk
+from memorykit.working import find_goals, find_name, find_preferences, find_timezone, profile_facts
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "working"
+DIALOGS = [json.loads(line) for line in (DATA / "dialogs.jsonl").read_text().splitlines() if line.strip()]
+
+
+class Profile(BaseModel):
+    name: str | None = None
+    timezone: str | None = None
+    goals: list[str] = Field(default_factory=list)
+    preferences: list[str] = Field(default_factory=list)
+
+
+STRICT = {  # a JSON-schema dict: timezone must be an IANA name, age an integer 0..130
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 40},
+        "timezone": {"type": "string", "pattern": "^[A-Za-z_]+/[A-Za-z_]+$"},
+        "age": {"type": "integer", "minimum": 0, "maximum": 130},
+        "goals": {"type": "array", "items": {"type": "string"}},
+    },
+    "additionalProperties": False,
+}
+
+
+class ScriptedModel:
+    """Stands in for a real model that writes the given replies in turn (to test bad model output)."""
+
+    label = "scripted"
+
+    def __init__(self, *replies):
+        self.replies = list(replies)
+        self.calls = 0
+
+    def chat(self, messages, tools=None, response_format=None):
+        self.calls += 1
+        return mk.Message(role="assistant", content=self.replies.pop(0))
+
+
+@pytest.fixture
+def tmpl(r, ns):
+    return mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE)
+
+
+# ------------------------------------------------------------------ formats and validation
+def test_template_update_get_and_missing_section_rejected(tmpl):
+    assert tmpl.get("u1", "t1") is None and tmpl.current("u1", "t1") == mk.PROFILE_TEMPLATE
+    filled = mk.PROFILE_TEMPLATE.replace("- Name:", "- Name: Ada")
+    tmpl.update(filled, "u1", "t1")
+    assert "- Name: Ada" in tmpl.get("u1", "t1")
+    with pytest.raises(mk.ValidationError, match="# Goals"):
+        tmpl.update("# Profile\n- Name: Ada\n# Preferences\n-\n", "u1", "t1")
+    assert "- Name: Ada" in tmpl.get("u1", "t1")  # nothing lost
+
+
+def test_schema_pydantic_partial_merge_and_field_named_error(r, ns):
+    wm = mk.WorkingMemory(r, ns, schema=Profile)
+    wm.update({"name": "Ada"}, "u1", "t1")
+    wm.update('{"goals": ["Run 10k"]}', "u1", "t1")
+    assert wm.get("u1", "t1") == {"name": "Ada", "timezone": None, "goals": ["Run 10k"], "preferences": []}
+    with pytest.raises(mk.ValidationError, match="field 'goals'"):
+        wm.update({"goals": "not a list"}, "u1", "t1")
+    with pytest.raises(mk.ValidationError, match="not valid JSON"):
+        wm.update('{"name": "Bo"', "u1", "t1")
+    assert wm.get("u1", "t1")["name"] == "Ada"
+
+
+def test_schema_dict_validation_names_the_field(r, ns):
+    wm = mk.WorkingMemory(r, ns, schema=STRICT)
+    wm.update({"timezone": "Europe/Berlin", "age": 41}, "u1", "t1")
+    with pytest.raises(mk.ValidationError, match="field 'age'"):
+        wm.update({"age": 400}, "u1", "t1")
+    with pytest.raises(mk.ValidationError, match="field 'timezone'"):
+        wm.update({"timezone": "somewhere"}, "u1", "t1")
+    with pytest.raises(mk.ValidationError, match="hobby"):
+        wm.update({"hobby": "chess"}, "u1", "t1")
+    assert wm.get("u1", "t1") == {"timezone": "Europe/Berlin", "age": 41}
+    wm.update({"name": "Ada"}, "u1", "t1", merge=False)
+    assert wm.get("u1", "t1") == {"name": "Ada"}
+
+
+def test_text_mode_and_bad_types(r, ns):
+    wm = mk.WorkingMemory(r, ns)
+    assert wm.format == "text"
+    wm.update("todo: book flights", "u1", "t1")
+    assert wm.get("u1", "t1") == "todo: book flights\n"
+    with pytest.raises(mk.ValidationError):
+        wm.update({"x": 1}, "u1", "t1")
+    with pytest.raises(mk.ValidationError):
+        mk.WorkingMemory(r, ns, template="# A\n-", schema=Profile)
+    with pytest.raises(mk.ValidationError):
+        mk.WorkingMemory(r, ns, scope="galaxy")
+
+
+# ------------------------------------------------------------------ size limit on every path
+def test_size_limit_direct_tool_and_observe(r, ns, llm):
+    wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE, max_chars=120)
+    big = mk.PROFILE_TEMPLATE.replace("# Goals\n-", "# Goals\n- " + "x" * 200)
+    with pytest.raises(mk.ValidationError, match="condense"):
+        wm.update(big, "u1", "t1")
+    update = wm.tools("u1", "t1")[1]
+    out = json.loads(update.run({"content": big}))
+    assert "condense" in out["error"] and "120 characters" in out["error"]
+    assert wm.get("u1", "t1") is None
+    obs = wm.observe("I want to " + "climb every mountain in the Alps " * 3, llm, user_id="u1", thread_id="t1")
+    assert obs.error and "condense" in obs.error and not obs.changed
+    assert wm.get("u1", "t1") is None
+
+
+def test_size_limit_in_tokens(r, ns):
+    wm = mk.WorkingMemory(r, ns, max_chars=None, max_tokens=10)
+    wm.update("short note", "u1", "t1")
+    with pytest.raises(mk.ValidationError, match="10 tokens"):
+        wm.update("a much longer note " * 5, "u1", "t1")
+
+
+# ------------------------------------------------------------------ scopes
+def test_conversation_scope_isolates_threads_and_users(r, ns):
+    wm = mk.WorkingMemory(r, ns)
+    wm.update("notes for t1", "u1", "t1")
+    assert wm.get("u1", "t2") is None and wm.get("u2", "t1") is None
+    assert wm.key("u1", "t1") == f"{ns}:working:conversation:u1:t1"
+    with pytest.raises(mk.ValidationError, match="thread_id"):
+        wm.get("u1")
+
+
+def test_user_scope_shared_across_threads_not_users(r, ns):
+    profile = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE, scope="user")
+    notes = mk.WorkingMemory(r, ns, scope="conversation")
+    profile.update(mk.PROFILE_TEMPLATE.replace("- Name:", "- Name: Ada"), "u1", "t1")
+    notes.update("t1 only: compare flight prices", "u1", "t1")
+    assert "Ada" in profile.get("u1", "t-new")
+    assert notes.get("u1", "t-new") is None
+    assert profile.get("u2", "t1") is None
+    assert profile.key("u1") == f"{ns}:working:user:u1"
+
+
+def test_mixing_formats_on_one_key_is_a_clear_error(r, ns):
+    mk.WorkingMemory(r, ns, scope="user").update("free text", "u1")
+    with pytest.raises(mk.SchemaMismatchError, match="not JSON"):
+        mk.WorkingMemory(r, ns, schema=Profile, scope="user").get("u1")
+
+
+def test_ids_with_key_syntax_do_not_collide(r, ns):
+    wm = mk.WorkingMemory(r, ns, scope="user")
+    wm.update("star", "*", None)
+    wm.update("colon", "a:b", None)
+    assert wm.get("a") is None and wm.get("a:b") == "colon\n" and wm.get("*") == "star\n"
+    assert wm.get("b") is None
+
+
+# ------------------------------------------------------------------ history, undo, ttl, concurrency
+def test_history_is_capped_and_undo_walks_back(r, ns):
+    wm = mk.WorkingMemory(r, ns, history=3)
+    for i in range(6):
+        wm.update(f"v{i}", "u1", "t1")
+    hist = wm.history("u1", "t1")
+    assert [v.content for v in hist] == ["v4\n", "v3\n", "v2\n"]
+    assert wm.undo("u1", "t1") == "v4\n" and wm.get("u1", "t1") == "v4\n"
+    wm.clear("u1", "t1")
+    assert wm.get("u1", "t1") is None
+    assert wm.undo("u1", "t1") == "v4\n"
+    wm.undo("u1", "t1"), wm.undo("u1", "t1")
+    with pytest.raises(mk.ValidationError, match="no earlier version"):
+        wm.undo("u1", "t1")
+
+
+def test_ttl_applies_to_content_and_history(r, ns):
+    wm = mk.WorkingMemory(r, ns, ttl=100)
+    wm.update("a", "u1", "t1")
+    wm.update("b", "u1", "t1")
+    assert 0 < r.ttl(wm.key("u1", "t1")) <= 100
+    assert 0 < r.ttl(wm.history_key("u1", "t1")) <= 100
+
+
+def test_concurrent_partial_updates_are_not_lost(r, ns):
+    wm = mk.WorkingMemory(r, ns, schema={"type": "object", "additionalProperties": {"type": "integer"}},
+                          history=0)
+    workers = [threading.Thread(target=wm.update, args=({f"k{i}": i}, "u1", "t1")) for i in range(16)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert wm.get("u1", "t1") == {f"k{i}": i for i in range(16)}
+
+
+# ------------------------------------------------------------------ tools and prompt block
+def test_tools_schemas_and_round_trip(r, ns):
+    wm = mk.WorkingMemory(r, ns, schema=Profile, scope="user")
+    get, update, clear = wm.tools("u1")
+    assert [t.name for t in (get, update, clear)] == ["get_working_memory", "update_working_memory",
+                                                       "clear_working_memory"]
+    params = update.schema["function"]["parameters"]["properties"]["content"]
+    assert params["type"] == "object" and set(params["properties"]) == {"name", "timezone", "goals", "preferences"}
+    assert "required" not in params
+    assert json.loads(get.run("{}"))["content"] == {}
+    assert json.loads(update.run({"content": {"name": "Ada"}}))["ok"] is True
+    err = json.loads(update.run({"content": {"goals": 3}}))["error"]
+    assert "field 'goals'" in err
+    assert json.loads(get.run(None))["content"]["name"] == "Ada"
+    assert json.loads(clear.run({}))["cleared"] is True and wm.get("u1") is None
+    assert wm.history("u1")[0].replaced_by == "tool"
+
+
+def test_prompt_block_shows_format_and_content(r, ns):
+    wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE)
+    block = wm.prompt_block("u1", "t1")
+    assert "(empty)" in block and "# Preferences" in block and "update_working_memory" in block
+    wm.update(mk.PROFILE_TEMPLATE.replace("- Name:", "- Name: Ada"), "u1", "t1")
+    prompt = wm.system_prompt("You are a helpful assistant.", "u1", "t1")
+    assert prompt.startswith("You are a helpful assistant.") and "- Name: Ada" in prompt
+
+
+# ------------------------------------------------------------------ observe + the offline skill
+@pytest.mark.parametrize("dialog", DIALOGS, ids=[d["id"] for d in DIALOGS])
+@pytest.mark.parametrize("mode", ["template", "schema", "text"])
+def test_offline_skill_builds_the_profile(r, ns, llm, dialog, mode):
+    kwargs = {"template": {"template": mk.PROFILE_TEMPLATE}, "schema": {"schema": Profile}, "text": {}}[mode]
+    wm = mk.WorkingMemory(r, ns, scope="user", **kwargs)
+    for turn in dialog["turns"]:
+        obs = wm.observe(mk.Message(role="user", content=turn), llm, user_id=dialog["user_id"])
+        assert obs.error is None
+    got = wm.get(dialog["user_id"])
+    text = json.dumps(got).lower() if mode == "schema" else got.lower()
+    exp = dialog["expected"]
+    assert exp["name"].lower() in text and exp["timezone"].lower() in text
+    for want in exp["goals"] + exp["preferences"]:
+        assert want in text, want
+    for gone in exp["not_goals"] + exp["not_preferences"]:
+        assert gone not in text, gone
+
+
+def test_observe_ignores_non_user_and_factless_messages(r, ns, llm):
+    wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE)
+    assert not wm.observe(mk.Message(role="assistant", content="I'm Bot."), llm, user_id="u1", thread_id="t1").changed
+    assert not wm.observe("What's the weather like?", llm, user_id="u1", thread_id="t1").changed
+    assert wm.get("u1", "t1") is None
+
+
+def test_observe_skill_output_is_validated(r, ns, llm):
+    wm = mk.WorkingMemory(r, ns, schema=STRICT)
+    wm.observe("I'm in Berlin time.", llm, user_id="u1", thread_id="t1")
+    assert wm.get("u1", "t1") == {"timezone": "Europe/Berlin"}
+    obs = wm.observe("Actually I'm on UTC+2.", llm, user_id="u1", thread_id="t1")  # violates the pattern
+    assert "field 'timezone'" in obs.error and not obs.changed
+    assert wm.get("u1", "t1") == {"timezone": "Europe/Berlin"}
+
+
+def test_observe_retries_invalid_model_json_then_gives_up_safely(r, ns):
+    wm = mk.WorkingMemory(r, ns, schema=Profile)
+    model = ScriptedModel('{"name": "Ada"', '{"name": "Ada"}')
+    obs = wm.observe("My name is Ada", model, user_id="u1", thread_id="t1")
+    assert model.calls == 2 and obs.changed and wm.get("u1", "t1")["name"] == "Ada"
+    bad = ScriptedModel("no json here", '{"goals": 5}')
+    obs = wm.observe("I want to run", bad, user_id="u1", thread_id="t1")
+    assert obs.error and "goals" in obs.error and wm.get("u1", "t1")["goals"] == []
+
+
+# ------------------------------------------------------------------ the rules, on phrasings not in the dialogs
+@pytest.mark.parametrize("text,name", [
+    ("Hey there, I'm Ingrid.", "Ingrid"), ("my name is jonas", "Jonas"), ("You can call me Bea.", "Bea"),
+    ("I go by Max these days", "Max"), ("It's Katharina, not Kat.", "Katharina"),
+    ("My name is Robert but my friends call me Bob", "Bob"), ("Don't call me Bobby, I'm Robert", "Robert"),
+    ("I am Dr. Patel", "Patel"), ("I'm tired today", None), ("I'm Italian and I love pasta", None), ("I'm on Pacific time", None),
+])
+def test_find_name(text, name):
+    assert find_name(text) == name
+
+
+@pytest.mark.parametrize("text,zone", [
+    ("My timezone is America/Chicago", "America/Chicago"), ("I'm in UTC-5", "UTC-5"),
+    ("we're on GMT+10 here", "GMT+10"), ("I'm in Paris time", "Europe/Paris"),
+    ("I live in Sydney", "Australia/Sydney"), ("I relocated to Singapore", "Asia/Singapore"),
+    ("Meetings in CET please", "Europe/Berlin (CET)"), ("I'm on Mountain time", "America/Denver"),
+    ("We just moved to Vancouver!", "America/Vancouver"), ("I'm working from Auckland", "Pacific/Auckland"),
+    ("I grew up in Madrid", None), ("I'm from Rome but live in London", "Europe/London"),
+])
+def test_find_timezone(text, zone):
+    assert find_timezone(text) == zone
+
+
+def test_goal_rules_add_and_drop():
+    assert find_goals("I hope to visit Japan next year.")[0] == ["Visit Japan next year"]
+    assert find_goals("I'm studying for the bar exam")[0] == ["Study for the bar exam"]
+    assert find_goals("I want to know what time it is")[0] == []
+    assert find_goals("Can you help? I'm abandoning the novel I was writing.")[1] == ["the novel I was writing"]
+    assert find_goals("My new year's resolution is to drink less coffee.")[0] == ["Drink less coffee"]
+    assert find_goals("The surfing goal is off.")[1] == ["surfing"]
+    facts = profile_facts("I no longer want to learn German, scrap that.")
+    assert facts.goals_added == [] and any("german" in d.lower() for d in facts.goals_dropped)
+
+
+def test_preference_revision_replaces_contrary_only():
+    from memorykit.working import apply_preferences
+
+    prefs = ["Likes Italian food", "Likes tea", "Prefers email"]
+    prefs = apply_preferences(prefs, find_preferences("I can't stand tea anymore."), revision=True)
+    assert "Dislikes tea" in prefs and "Likes tea" not in prefs and "Likes Italian food" in prefs
+    prefs = apply_preferences(prefs, find_preferences("I love Thai food."), revision=False)
+    assert "Likes Italian food" in prefs and "Likes Thai food" in prefs
+    assert [p.text for p in find_preferences("Please always reply in German and never use emojis.")] == [
+        "Always reply in German", "Never use emojis"]
+    assert [p.text for p in find_preferences("Don't use jargon please. I'm vegetarian.")] == ["Never use jargon", "Vegetarian"]
+    favs = apply_preferences(["Favorite drink: Coffee"], find_preferences("My favourite drink is mint tea now."), True)
+    assert favs == ["Favorite drink: mint tea"]
+
+
+# ------------------------------------------------------------------ privacy
+def test_forget_user_removes_working_memory(r, ns, emb):
+    user = mk.WorkingMemory(r, ns, scope="user")
+    conv = mk.WorkingMemory(r, ns)
+    for wm in (user, conv):
+        wm.update("one", "u1", "t1")
+        wm.update("two", "u1", "t1")
+        wm.update("keep", "u2", "t1")
+    mk.forget_user(r, ns, "u1", emb)
+    assert user.get("u1") is None and conv.get("u1", "t1") is None
+    assert user.history("u1") == [] and conv.history("u1", "t1") == []
+    assert user.get("u2") == "keep\n" and conv.get("u2", "t1") == "keep\n"
