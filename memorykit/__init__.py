@@ -35,3 +35,5 @@ from .plots import plot_umap, umap_project
 from .dedup import (Decision, Fact, Merge, as_fact, compare_facts, consolidate, decide, decision_prompt,
                     find_exact, find_similar, history, offline_decision, parse_decision, read_fact, remember,
                     semantic_verdict)
+from .agent import MemoryAgent, Retry, Turn
+from .widgets import ChatWidget

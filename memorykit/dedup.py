@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import redis
-from redisvl.query import FilterQuery, VectorQuery, VectorRangeQuery
+from redisvl.query import FilterQuery, VectorQuery
 from redisvl.query.filter import Tag
 
 from .errors import MemoryKitError, ValidationError
@@ -113,12 +113,12 @@ def find_similar(store: MemoryStore, content: str, user_id: str | None,
     """The ``k`` nearest current memories of this user and type, within ``distance_threshold``."""
     user_id = _owner(user_id, memory_type)
     vector = vector if vector is not None else store.embedder.embed(content)
-    common = dict(return_fields=["id"], num_results=k, filter_expression=_scope(user_id, memory_type))
-    if distance_threshold is None:
-        q = VectorQuery(vector, "embedding", **common)
-    else:
-        q = VectorRangeQuery(vector, "embedding", distance_threshold=distance_threshold, **common)
-    rows = sorted(store.index.query(q), key=lambda row: float(row["vector_distance"]))[:k]
+    # KNN + a distance cut here, not a range query: the filter is small, so Redis scans it exactly
+    q = VectorQuery(vector, "embedding", return_fields=["id"], num_results=k,
+                    filter_expression=_scope(user_id, memory_type))
+    rows = sorted(store.index.query(q), key=lambda row: float(row["vector_distance"]))
+    if distance_threshold is not None:
+        rows = [row for row in rows if float(row["vector_distance"]) <= distance_threshold]
     memories = store.get_many([row["id"].split(":")[-1] for row in rows])
     return [MemoryHit(m, float(row["vector_distance"])) for m, row in zip(memories, rows) if m]
 

@@ -226,7 +226,7 @@ _DETERMINERS = frozenset("the a an most all many some every each no any several 
 _ANAPHORA_SUBJECT = frozenset("""it it's this that that's these those they they're he she he's she's there's
     here here's which what everything something nothing someone everyone anyone one""".split())
 _PRESENT = re.compile(r"\b(is|are|isn't|aren't|has|have|hasn't|haven't|can|cannot|can't|must|does|do|"
-                      r"doesn't|don't|won't|will|tends? to|remains?|contains?|lies|sits|[a-z]{3,}[^s\W]s)\b")
+                      r"doesn't|don't|won't|will|tends? to|remains?|contains?|lies|sits|[a-z]{2,}[^s\W]s)\b")
 _PAST_FORMS = frozenset("""am is are was were be been have has had do does did will would shall should can
     could may might must ought need dare used went saw took got made ate drank ran swam flew drove bought met
     left lost found grew became began broke brought built caught chose came fell felt forgot gave knew said
@@ -264,7 +264,7 @@ def _agree(match: re.Match) -> str:
 
 def to_third_person(clause: str) -> str:
     """'I love hiking with my dog' -> 'User loves hiking with their dog.' (we/our count as the user)."""
-    text = normalize(clause).strip(" ,;:-")
+    text = normalize(clause).strip(" ,;:-").rstrip(" .!…")
     companion = None
     found = re.search(r"\b(?:([Mm]y|[Oo]ur)\s+([\w'-]+(?:\s+[\w'-]+)?)|([A-Z][a-z]+))\s+and\s+I\b"
                       r"|\b[Mm]e and (my|our)\s+([\w'-]+)", text)

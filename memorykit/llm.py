@@ -238,7 +238,7 @@ def _tool_facts(content: str) -> list[str]:
 
 
 def _best_fact(question: str, facts: Sequence[str]) -> tuple[float, str | None]:
-    from .text import content_words
+    from .text import content_words, expand
 
     q = content_words(question)
     best, best_fact = 0.0, None
@@ -246,7 +246,7 @@ def _best_fact(question: str, facts: Sequence[str]) -> tuple[float, str | None]:
         f = content_words(fact)
         if not q or not f:
             continue
-        score = len(q & f) / len(q)
+        score = sum(1.0 if w in f else 0.6 if expand({w}) & f else 0.0 for w in q) / len(q)
         score += 0.5 * len({w for w in q & f if w.isdigit()})
         if score > best:
             best, best_fact = score, fact
@@ -269,7 +269,7 @@ def _wants_memory_tool(question: str, tools: list[dict] | None, messages: Sequen
 @offline_skill("reply")
 def offline_reply(messages: Sequence[Message], tools=None, response_format=None) -> Message | str:
     """Answer from what is in the prompt: memories, tool results and earlier turns. No invention."""
-    from .text import to_second_person
+    from .text import content_words, to_second_person
 
     users = [m for m in messages if m.role == "user"]
     if not users:
@@ -286,6 +286,10 @@ def offline_reply(messages: Sequence[Message], tools=None, response_format=None)
     call = _wants_memory_tool(question, tools, messages)
     if call:
         return Message(role="assistant", content="", tool_calls=[call])
+    earlier = users[:-1]
+    if _ANAPHORA.search(question) and len(content_words(question)) <= 2 and earlier:
+        return (f"(offline) You're asking about what you said before: \u201c{earlier[-1].content.strip()}\u201d. "
+                "I can see it because the thread is in my prompt.")
     facts = _context_facts(messages)
     if re.search(r"\bmy name\b|\bwho am i\b|\bcall me\b", question, re.IGNORECASE):
         for fact in reversed(facts):
@@ -297,7 +301,6 @@ def offline_reply(messages: Sequence[Message], tools=None, response_format=None)
     if fact and score >= 0.34:
         return f"(offline) From what I know: {to_second_person(fact).rstrip('.')}."
     if _ANAPHORA.search(question):
-        earlier = [m for m in users[:-1]]
         if earlier:
             return (f"(offline) You're asking about what you said before: \u201c{earlier[-1].content.strip()}\u201d. "
                     "I can see it because the thread is in my prompt.")

@@ -107,7 +107,7 @@ def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
             # the owner is indexed percent-encoded and case-sensitive: raw tags are split on
             # commas, trimmed and case-folded, so "Bob", "bob " and "a,b" would match "bob" / "a"
             {"name": "user_id", "path": "$.user_tag", "type": "tag",
-             "attrs": {"case_sensitive": False}},
+             "attrs": {"case_sensitive": True}},
             {"name": "memory_type", "type": "tag"},
             {"name": "topics", "path": "$.topics[*]", "type": "tag"},
             {"name": "content_hash", "type": "tag"},
@@ -176,7 +176,7 @@ def ensure_index(client: redis.Redis, schema: dict[str, Any]) -> SearchIndex:
 
 def owner_tag(user_id: str) -> str:
     """The indexed form of a user id: percent-encoded, so no id can look like another."""
-    return user_id
+    return encode(user_id)
 
 
 def memory_type_list(memory_types: str | Sequence[str] | None) -> list[str]:

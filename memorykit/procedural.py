@@ -22,7 +22,7 @@ import logging
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import redis
@@ -34,7 +34,7 @@ from .keys import check_id, check_namespace, key
 from .llm import offline_skill, parse_json, task_prompt
 from .long_term import SYSTEM_USER, content_hash, ensure_index
 from .messages import Message
-from .text import content_words, normalize, sentences, words
+from .text import content_words, normalize, words
 
 log = logging.getLogger(__name__)
 

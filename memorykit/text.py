@@ -109,3 +109,35 @@ def third_person(text: str, subject: str = "User") -> str:
     )
     out = out.rstrip(" .") + "."
     return out[:1].upper() + out[1:]
+
+
+SYNONYM_GROUPS = [
+    {"live", "liv", "move", "mov", "reside", "resid", "home", "based", "bas", "relocat", "stay", "city", "address"},
+    {"work", "job", "employ", "employer", "company", "career", "occupation", "profession", "boss", "join"},
+    {"like", "lik", "love", "lov", "enjoy", "prefer", "favorite", "favourite", "fan", "fond"},
+    {"hate", "hat", "dislike", "dislik", "avoid", "can't", "stand"},
+    {"allergic", "allergy", "allergi", "intolerant", "intoleranc"},
+    {"travel", "trip", "visit", "vacation", "holiday", "honeymoon", "journey", "fly", "flew", "go", "went"},
+    {"name", "call", "called"},
+    {"eat", "food", "diet", "meal", "cook", "cuisine", "dish"},
+    {"drink", "coffee", "tea", "beverage"},
+    {"pet", "dog", "cat", "puppy", "kitten"},
+    {"goal", "aim", "target", "plan", "want", "hope", "train", "training"},
+    {"born", "birthday", "age", "old"},
+    {"married", "marri", "wife", "husband", "partner", "spouse"},
+    {"kid", "child", "children", "son", "daughter"},
+    {"exercise", "workout", "gym", "run", "running", "training", "sport"},
+    {"sleep", "bed", "bedtime", "rest", "nap"},
+]
+_SYNONYMS: dict[str, set[str]] = {}
+for _group in SYNONYM_GROUPS:
+    for _w in _group:
+        _SYNONYMS.setdefault(_w, set()).update(_group)
+
+
+def expand(stems: set[str]) -> set[str]:
+    """Stems plus their small, general synonym groups (live ~ move ~ home, job ~ work, ...)."""
+    out = set(stems)
+    for s in stems:
+        out |= _SYNONYMS.get(s, set())
+    return out

@@ -206,8 +206,20 @@ def profile(schema: dict[str, Any]) -> ToolProfile:
         enum = spec.get("enum") or spec.get("items", {}).get("enum") or []
         enums += [str(v).replace("_", " ") for v in enum if not str(v).startswith(("last_", "this_"))]
     # what a tool covers comes from its name and description; enum values only help scoring
-    return ToolProfile(fn.get("name", ""), content_words(about + " " + " ".join(enums)),
-                       classes_of(about, ambiguous=False), props)
+    return ToolProfile(fn.get("name", ""), content_words(about + " " + " ".join(enums)), covered_classes(about), props)
+
+
+def covered_classes(about: str) -> set[str]:
+    """Classes a tool is *about*: named at least twice in its description (a passing mention
+    like "fitness goals" does not make a goals tool a workout tool)."""
+    about = _PHRASES.sub(lambda m: " workout " if m.group(0).lower().startswith("work") else " sleep ", about)
+    counts: dict[str, int] = {}
+    for w in words(about):
+        found = word_classes(w)
+        if len(found) == 1:
+            (c,) = found
+            counts[c] = counts.get(c, 0) + 1
+    return {c for c, n in counts.items() if n >= 2}
 
 
 def score_tools(query: str, profiles: Sequence[ToolProfile]) -> dict[str, float]:

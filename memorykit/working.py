@@ -851,7 +851,7 @@ def find_preferences(text: str) -> list[Preference]:
             out.append(Preference(polarity, kind, obj.rstrip(" .")))
         for m in _FAVORITE.finditer(sent):
             thing, value = (m.group("thing"), m.group("value")) if m.group("thing") else (m.group("thing2"), m.group("value2"))
-            value = _clause(value)
+            value = re.sub(r"(?:,?\s+(?:anymore|any more|these days|now|again|too))+$", "", _clause(value), flags=re.IGNORECASE)
             if thing and value and _topic_words(value):
                 out.append(Preference(_POS, "favorite", f"{_clause(thing)}: {value}"))
             elif value and _topic_words(value):

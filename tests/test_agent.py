@@ -1,0 +1,337 @@
+"""MemoryAgent: a turn in each mode, background writes, faults of the model and of Redis, hooks."""
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import redis
+
+import memorykit as mk
+from memorykit.agent import answered, compare_modes, load_script
+from memorykit.errors import LLMError, ValidationError
+from memorykit.short_term import ChatHistory
+
+
+@pytest.fixture
+def agent(r, emb, llm, ns):
+    a = mk.MemoryAgent(r, llm=llm, embedder=emb, namespace=ns)
+    yield a
+    a.close()
+
+
+def roles(agent, user, thread):
+    return [m.role for m in agent.history(user, thread).messages()]
+
+
+class Recording:
+    """Wraps a model and keeps every prompt it was sent."""
+
+    def __init__(self, inner):
+        self.inner, self.prompts, self.label = inner, [], "recording"
+
+    def chat(self, messages, tools=None, response_format=None):
+        self.prompts.append(list(messages))
+        return self.inner.chat(messages, tools=tools, response_format=response_format)
+
+
+class Scripted:
+    """A fake ChatModel: replies (or raises) from a script, then falls back to the offline model."""
+
+    label = "scripted"
+
+    def __init__(self, *script):
+        self.script, self.calls = list(script), 0
+        self.offline = mk.OfflineChat()
+
+    def chat(self, messages, tools=None, response_format=None):
+        self.calls += 1
+        if self.script:
+            item = self.script.pop(0)
+            if isinstance(item, Exception):
+                raise item
+            return item
+        return self.offline.chat(messages, tools=tools, response_format=response_format)
+
+
+# ---------------------------------------------------------------- one turn in each mode
+def test_full_memory_remembers_across_threads_and_users_stay_apart(agent):
+    first = agent.chat("My wife and I went to Paris in 2009 for our honeymoon.", user_id="raphael", thread_id="t1")
+    assert first.ok and first.reply.startswith("(offline)")
+    agent.flush()
+    assert [d.action for d in first.memories_stored] == ["ADD"]
+    assert "Paris" in first.memories_stored[0].memory.content
+    assert {"load", "retrieve", "model", "store", "extract", "remember", "summarize"} <= set(first.timings_ms)
+
+    agent.history("raphael", "t1").clear()
+    later = agent.chat("Where did I go back in 2009?", user_id="raphael", thread_id="t2")
+    assert "Paris" in later.reply
+    assert any("Paris" in h.memory.content for h in later.memories_used)
+    assert roles(agent, "raphael", "t2") == ["user", "assistant"]
+
+    stranger = agent.chat("Where did I go back in 2009?", user_id="someone-else", thread_id="t1")
+    assert "Paris" not in stranger.reply and stranger.memories_used == [] and stranger.recalled == []
+
+
+def test_short_term_mode_uses_the_thread_only(r, emb, llm, ns):
+    a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term")
+    assert a.store is None and a.embedder is None
+    a.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
+    same = a.chat("What am I allergic to?", user_id="lena", thread_id="t1")
+    other = a.chat("What am I allergic to?", user_id="lena", thread_id="t2")
+    a.close()
+    assert "peanuts" in same.reply and "peanuts" not in other.reply
+    assert same.memories_stored == [] and same.memories_used == []
+    assert [m.role for m in same.prompt] == ["system", "user", "assistant", "user"]
+
+
+def test_stateless_mode_sees_only_the_new_message_but_keeps_the_transcript(r, llm, ns):
+    a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory=False)
+    a.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
+    turn = a.chat("What am I allergic to?", user_id="lena", thread_id="t1")
+    assert "peanuts" not in turn.reply
+    assert [m.role for m in turn.prompt] == ["system", "user"]
+    assert roles(a, "lena", "t1") == ["user", "assistant", "user", "assistant"]
+
+
+def test_tools_mode_searches_memory_through_a_tool(r, emb, llm, ns):
+    a = mk.MemoryAgent(r, llm=llm, embedder=emb, namespace=ns, retrieval="tools")
+    a.store.add("User went to Paris in 2009 for their honeymoon.", user_id="raphael")
+    turn = a.chat("Where did I go back in 2009?", user_id="raphael", thread_id="t1")
+    a.close()
+    assert [c["function"]["name"] for c in turn.tool_calls] == ["search_memory"]
+    assert "Paris" in turn.reply
+    assert [h.memory.content for h in turn.memories_used] == ["User went to Paris in 2009 for their honeymoon."]
+    assert "Paris" not in turn.prompt[0].content  # nothing injected: the model looked it up
+    assert roles(a, "raphael", "t1") == ["user", "assistant", "tool", "assistant"]
+
+
+def test_bad_input_raises_before_anything_is_written(agent):
+    with pytest.raises(ValidationError):
+        agent.chat("   ", user_id="u1", thread_id="t1")
+    with pytest.raises(ValidationError):
+        agent.chat("hi", user_id="", thread_id="t1")
+    with pytest.raises(ValidationError):
+        mk.MemoryAgent(agent.r, llm=agent.llm, namespace=agent.namespace, memory="everything")
+    assert roles(agent, "u1", "t1") == []
+
+
+def test_summarizes_when_the_policy_says_so(r, llm, ns):
+    a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term",
+                       summary_policy=mk.ByCount(max_messages=6, keep_last=2))
+    for text in ["I live in Lisbon.", "I have a cat named Miso.", "I play the cello.", "I like green tea."]:
+        a.chat(text, user_id="u1", thread_id="t1")
+    a.flush()
+    history = a.history("u1", "t1")
+    assert history.summary() and "Lisbon" in history.summary()
+    assert len(history.messages()) < 8
+
+
+# ---------------------------------------------------------------- background writes
+def test_background_writes_finish_before_the_next_turn_reads(agent):
+    slow_remember = agent.store.remember
+
+    def remember(*args, **kwargs):
+        time.sleep(0.4)
+        return slow_remember(*args, **kwargs)
+
+    agent.store.remember = remember
+    first = agent.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
+    assert "remember" not in first.timings_ms  # the reply came back before the slow write finished
+    second = agent.chat("What am I allergic to?", user_id="lena", thread_id="t2")  # no flush() in between
+    assert first.timings_ms["remember"] >= 400
+    assert any("peanuts" in h.memory.content for h in second.memories_used)
+    assert "peanuts" in second.reply
+
+
+def test_inline_writes_are_done_when_chat_returns(r, emb, llm, ns):
+    a = mk.MemoryAgent(r, llm=llm, embedder=emb, namespace=ns, background=False)
+    turn = a.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
+    assert "remember" in turn.timings_ms and a.store.count("lena") == 1
+    assert turn.reply_ms >= turn.timings_ms["remember"]
+
+
+def test_a_failing_background_write_is_reported_not_raised(agent, monkeypatch):
+    def broken(*args, **kwargs):
+        raise redis.ConnectionError("redis went away")
+
+    monkeypatch.setattr(agent.store, "remember", broken)
+    turn = agent.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
+    agent.flush()
+    assert turn.ok and "redis went away" in turn.background_error
+    assert roles(agent, "lena", "t1") == ["user", "assistant"]
+
+
+# ---------------------------------------------------------------- faults
+@pytest.mark.parametrize("fault", [
+    LLMError("the model call failed: Request timed out."),
+    TimeoutError("read timed out"),
+    None,                                                  # garbage: not a message
+    {"choices": []},                                       # garbage: a raw dict
+    mk.Message(role="assistant", content="   "),           # garbage: empty reply
+    mk.Message(role="user", content="I am the model"),     # garbage: wrong role
+], ids=["llm-error", "timeout", "none", "dict", "empty", "wrong-role"])
+def test_model_fault_keeps_the_user_message_and_writes_nothing_else(r, emb, ns, fault):
+    a = mk.MemoryAgent(r, llm=Scripted(fault), embedder=emb, namespace=ns)
+    turn = a.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
+    a.flush()
+    assert not turn.ok and turn.reply == "" and turn.error
+    assert [(m.role, m.content) for m in a.history("lena", "t1").messages()] == [
+        ("user", "I'm allergic to peanuts.")]
+    assert a.store.count("lena") == 0 and a.recall.count("lena") == 0
+    again = a.chat("Are you back?", user_id="lena", thread_id="t1")  # the next turn works normally
+    a.close()
+    assert again.ok and roles(a, "lena", "t1") == ["user", "user", "assistant"]
+
+
+class Fake500:
+    """An OpenAI-compatible endpoint on loopback that always answers HTTP 500."""
+
+    def __init__(self):
+        self.hits = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                fake.hits += 1
+                data = json.dumps({"error": {"message": "boom", "type": "server_error"}}).encode()
+                self.send_response(500)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_http_500_from_an_openai_compatible_server(r, ns):
+    server = Fake500()
+    try:
+        llm = mk.OpenAIChat("fake-model", api_key="sk-test", base_url=server.url, max_retries=0)
+        a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term")
+        turn = a.chat("Hello there", user_id="u1", thread_id="t1")
+    finally:
+        server.server.shutdown()
+    assert server.hits == 1 and "HTTP 500" in turn.error
+    assert roles(a, "u1", "t1") == ["user"]
+
+
+def test_redis_fault_while_saving_the_reply_keeps_it_for_the_next_turn(agent, monkeypatch):
+    real_append = ChatHistory.append
+    calls = []
+
+    def flaky(self, message):
+        calls.append(message)
+        if len(calls) == 2:
+            raise redis.ConnectionError("connection reset by peer")
+        return real_append(self, message)
+
+    monkeypatch.setattr(ChatHistory, "append", flaky)
+    turn = agent.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
+    agent.flush()
+    assert "Redis is unavailable" in turn.error and turn.reply  # the reply is shown, its save is pending
+    assert roles(agent, "lena", "t1") == ["user"]
+    assert [m.role for m in agent.unsaved("lena", "t1")] == ["assistant"]
+    assert agent.store.count("lena") == 0  # nothing extracted from a half-saved turn
+    nxt = agent.chat("Thanks!", user_id="lena", thread_id="t1")
+    assert nxt.ok and roles(agent, "lena", "t1") == ["user", "assistant", "user", "assistant"]
+    assert agent.unsaved("lena", "t1") == []
+
+
+def test_redis_down_from_the_start(llm):
+    with __import__("socket").socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = redis.Redis(port=port, decode_responses=True, socket_connect_timeout=0.5)
+    a = mk.MemoryAgent(dead, llm=llm, namespace="nowhere", memory="short_term")
+    turn = a.chat("Hello?", user_id="u1", thread_id="t1")
+    assert "Redis is unavailable" in turn.error and turn.reply == ""
+    assert [m.content for m in a.unsaved("u1", "t1")] == ["Hello?"]
+
+
+# ---------------------------------------------------------------- hooks
+def test_before_model_hook_redacts_the_prompt(r, ns):
+    llm = Recording(mk.OfflineChat())
+
+    def redact(prompt):
+        return [mk.Message(role=m.role, content=re.sub(r"\S+@\S+", "[email]", m.content)) for m in prompt]
+
+    a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term", before_model=[redact])
+    a.chat("My email is lena@example.com, please note it.", user_id="u1", thread_id="t1")
+    a.close()
+    sent = " ".join(m.content for m in llm.prompts[0])
+    assert "lena@example.com" not in sent and "[email]" in sent
+    assert "lena@example.com" in a.history("u1", "t1").messages()[0].content  # the thread keeps the original
+
+
+def test_after_model_retry_asks_once_more_then_keeps_the_answer(r, ns):
+    llm = Scripted(mk.Message(role="assistant", content="As an AI, I cannot know that."))
+
+    def no_disclaimers(reply):
+        return mk.Retry("do not start with 'As an AI'") if reply.content.startswith("As an AI") else None
+
+    a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term", after_model=[no_disclaimers])
+    turn = a.chat("Hello, I'm Lena.", user_id="u1", thread_id="t1")
+    assert llm.calls == 2 and turn.retries == ["do not start with 'As an AI'"]
+    assert turn.reply.startswith("(offline) Nice to meet you, Lena")
+
+    always = Scripted()
+    b = mk.MemoryAgent(r, llm=always, namespace=ns, memory="short_term",
+                       after_model=[lambda reply: mk.Retry("never good enough")])
+    turn = b.chat("Hello", user_id="u1", thread_id="t2")
+    assert always.calls == 2 and turn.ok and len(turn.retries) == 2  # one retry only, then the answer stands
+
+
+def test_after_model_hook_can_replace_the_reply(r, ns, llm):
+    def shout(reply):
+        return mk.Message(role="assistant", content=reply.content.upper())
+
+    a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term", after_model=[shout])
+    turn = a.chat("Hello, I'm Lena.", user_id="u1", thread_id="t1")
+    assert turn.reply.startswith("(OFFLINE) NICE TO MEET YOU")
+    assert a.history("u1", "t1").messages()[-1].content == turn.reply
+
+
+def test_a_failing_hook_is_reported(r, ns, llm):
+    def broken(prompt):
+        raise RuntimeError("hook bug")
+
+    a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term", before_model=[broken])
+    turn = a.chat("Hello", user_id="u1", thread_id="t1")
+    assert "hook bug" in turn.error and roles(a, "u1", "t1") == ["user"]
+
+
+# ---------------------------------------------------------------- feedback and the scripted comparison
+def test_feedback_is_stored_and_guides_the_next_prompt(agent):
+    turn = agent.chat("Hi, I'm Lena.", user_id="lena", thread_id="t1")
+    assert agent.give_feedback(turn, "positive") == "added"
+    nxt = agent.chat("Hi, I'm Lena.", user_id="lena", thread_id="t2")
+    assert "GOOD:" in nxt.prompt[0].content
+    assert agent.give_feedback(turn, "positive") == "removed"
+    stateless = mk.MemoryAgent(agent.r, llm=agent.llm, namespace=agent.namespace, memory=False)
+    with pytest.raises(mk.MemoryKitError):
+        stateless.give_feedback(turn, "positive")
+
+
+def test_answered_needs_every_keyword_and_no_admission_of_ignorance():
+    assert answered("(offline) From what I know: you went to Paris.", ["paris"])
+    assert not answered("(offline) I don't know that yet: Paris?", ["paris"])
+    assert not answered("You went to Rome.", ["paris"])
+
+
+def test_only_full_memory_answers_cross_session_questions(r, emb, llm, ns):
+    scenarios = load_script()
+    assert {q["kind"] for s in scenarios for q in s["questions"]} == {"follow-up", "cross-session"}
+    df = compare_modes(r, llm, emb, ns, scenarios=scenarios)
+    score = df.groupby(["mode", "kind"])["correct"].sum()
+    assert score["stateless"].sum() == 0
+    assert score[("short_term", "cross-session")] == 0 and score[("short_term", "follow-up")] > 0
+    assert score[("full", "cross-session")] > score[("short_term", "cross-session")]
+    assert score[("full", "follow-up")] >= score[("short_term", "follow-up")]

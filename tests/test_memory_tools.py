@@ -1,0 +1,90 @@
+"""Memory as tools: search_memory / manage_memory bound to one user, used by the offline model."""
+import json
+
+import pytest
+
+import memorykit as mk
+from memorykit.tools import call_tool, schemas
+
+
+@pytest.fixture
+def store(r, emb, ns):
+    s = mk.MemoryStore(r, emb, namespace=ns)
+    s.add("User went to Paris in 2009 for their honeymoon", user_id="raphael")
+    s.add("User's partner loves Lisbon", user_id="mallory")
+    s.add("Singapore requires a passport for entry", memory_type="semantic")
+    return s
+
+
+def call(tools, name, **args):
+    return json.loads(call_tool(tools, {"function": {"name": name, "arguments": json.dumps(args)}}))
+
+
+def test_schemas_are_openai_tools(store):
+    tools = mk.memory_tools(store, "raphael")
+    for entry in schemas(tools):
+        assert entry["type"] == "function"
+        fn = entry["function"]
+        assert fn["name"] in ("search_memory", "manage_memory") and fn["description"]
+        assert fn["parameters"]["type"] == "object" and fn["parameters"]["required"]
+
+
+def test_search_memory_is_scoped_to_the_bound_user(store):
+    found = call(mk.memory_tools(store, "raphael"), "search_memory", query="Where did I go in 2009?")
+    assert [r["content"] for r in found["results"]] == ["User went to Paris in 2009 for their honeymoon"]
+    other = call(mk.memory_tools(store, "mallory"), "search_memory", query="Where did I go in 2009?")
+    assert all("Paris" not in r["content"] for r in other["results"])
+    shared = call(mk.memory_tools(store, "mallory"), "search_memory", query="passport Singapore",
+                  memory_type="semantic")
+    assert [r["content"] for r in shared["results"]] == ["Singapore requires a passport for entry"]
+
+
+def test_bad_arguments_come_back_as_errors(store):
+    tools = mk.memory_tools(store, "raphael")
+    assert "error" in call(tools, "search_memory")
+    assert "error" in call(tools, "search_memory", query="x", memory_type="dreams")
+    assert "error" in call(tools, "search_memory", query="x", user_id="mallory")  # not a parameter
+    assert "error" in call(tools, "manage_memory", action="explode")
+    assert "error" in call(tools, "manage_memory", action="add")
+
+
+def test_manage_memory_add_update_delete_own_only(store):
+    tools = mk.memory_tools(store, "raphael")
+    added = call(tools, "manage_memory", action="add", content="User prefers aisle seats")
+    assert added["status"] == "stored"
+    again = call(tools, "manage_memory", action="add", content="user prefers aisle seats.")
+    assert again["status"] == "already known" and again["id"] == added["id"]
+    upd = call(tools, "manage_memory", action="update", memory_id=added["id"], content="User prefers window seats")
+    assert store.get(added["id"]).content == "User prefers window seats" and upd["status"] == "updated"
+    theirs = store.list("mallory", ["episodic"])[0]
+    for action in ("update", "delete"):
+        out = call(tools, "manage_memory", action=action, memory_id=theirs.id, content="hijacked")
+        assert "error" in out
+    system = store.list(None, ["semantic"])[0]
+    assert "error" in call(tools, "manage_memory", action="delete", memory_id=system.id)
+    assert store.get(theirs.id).content == "User's partner loves Lisbon" and store.get(system.id)
+    assert call(tools, "manage_memory", action="delete", memory_id=added["id"])["status"] == "deleted"
+    assert store.get(added["id"]) is None
+
+
+def test_offline_model_decides_to_search_then_answers(store, llm):
+    tools = mk.memory_tools(store, "raphael")
+    msgs = [mk.Message(role="system", content="You are a travel assistant."),
+            mk.Message(role="user", content="Where did I go back in 2009?")]
+    reply = llm.chat(msgs, tools=schemas(tools))
+    assert reply.tool_calls and reply.tool_calls[0]["function"]["name"] == "search_memory"
+    msgs += [reply] + [mk.Message(role="tool", content=call_tool(tools, c), tool_call_id=c["id"])
+                       for c in reply.tool_calls]
+    answer = llm.chat(msgs, tools=schemas(tools)).content
+    assert answer.startswith("(offline)") and "Paris" in answer
+
+
+def test_context_block_feeds_the_offline_reply(store, llm):
+    hits = store.search("Where did I go back in 2009?", user_id="raphael",
+                        distance_threshold=mk.settings().distance_threshold)
+    system = "You are a travel assistant.\n" + mk.format_memories(hits)
+    answer = llm.chat([mk.Message(role="system", content=system),
+                       mk.Message(role="user", content="Where did I go back in 2009?")]).content
+    assert "Paris" in answer
+    blank = llm.chat([mk.Message(role="user", content="Where did I go back in 2009?")]).content
+    assert "Paris" not in blank
