@@ -82,7 +82,7 @@ class Turn:
     prompt: list[Message] = field(default_factory=list)
     prompt_tokens: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
-    reply_ms: float = 0.0
+    reply_ms: float = 0.0  # what the user waited: chat() call to return (inline writes included)
     suggestion: Any = None
     retries: list[str] = field(default_factory=list)
     error: str | None = None
@@ -152,8 +152,8 @@ class MemoryAgent:
             self.feedback = FeedbackStore(r, self.embedder, namespace=namespace)
             if working_template is not None:
                 self.working = WorkingMemory(r, namespace=namespace, template=working_template, scope="user")
-        self._executor = (cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="memorykit-writes")
-                          if background else None)
+        self.background = background  # False: chat() waits for the writes (same writer thread)
+        self._executor = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="memorykit-writes")
         self._pending: list[cf.Future] = []
         self._unsaved: dict[tuple[str, str], list[Message]] = {}
 
@@ -184,8 +184,7 @@ class MemoryAgent:
 
     def close(self) -> None:
         self.flush()
-        if self._executor:
-            self._executor.shutdown(wait=True)
+        self._executor.shutdown(wait=True)
 
     @contextmanager
     def _timed(self, turn: Turn, step: str):
@@ -209,14 +208,12 @@ class MemoryAgent:
         turn = Turn(user_id=user_id, thread_id=thread_id, user_message=Message(role="user", content=text))
         try:
             self._foreground(turn, history)
+            if turn.saved and self.memory:
+                self._pending.append(self._executor.submit(self._after_turn, turn))
+                if not self.background:
+                    self.flush()  # inline: the user waits for the writes too
         finally:
             turn.reply_ms = (time.perf_counter() - started) * 1000
-        if turn.saved and self.memory:
-            job = lambda: self._after_turn(turn)  # noqa: E731
-            if self._executor is not None:
-                self._pending.append(self._executor.submit(job))
-            else:
-                job()
         return turn
 
     def _foreground(self, turn: Turn, history: ChatHistory) -> None:

@@ -179,7 +179,7 @@ def extract_memories(messages: str | Message | Sequence[Message | dict], llm=Non
 
 
 # ---------------------------------------------------------------- the offline extractor
-_FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|my|mine|myself|we|we're|we've|we'd|we'll|our|ours|me)\b",
+_FIRST_PERSON = re.compile(r"\b(I'm|I've|I'd|I'll|I|my|mine|myself|we're|we've|we'd|we'll|we|our|ours|me)\b",
                            re.IGNORECASE)
 _I_SUBJECT = re.compile(r"\bI\b|\bI'(?:m|ve|d|ll)\b|\b(?:we|we're|we've|we'd|we'll)\b|^(?:my|our|me and)\b"
                         r"|\b(?:is|are|was|were)\s+(?:my|our)\b", re.IGNORECASE)
@@ -222,6 +222,8 @@ _EMPTY = frozenset(stem(w) for w in """see agree understand think guess hope mea
     amazing excite excited curious happy done ready busy tired confused lost okay ok love like prefer hate
     want need enjoy thank thanks appreciate help helpful cheer feel said say ask asked asking try trying
     bit little lot kind sort anyway""".split())
+_TRANSIENT = re.compile(r"\b(lately|today|tonight|yesterday|right now|at the moment|these days|this week|"
+                        r"recently|so far)\b", re.IGNORECASE)  # small talk about now, not a fact
 _DETERMINERS = frozenset("the a an most all many some every each no any several few both".split())
 _ANAPHORA_SUBJECT = frozenset("""it it's this that that's these those they they're he she he's she's there's
     here here's which what everything something nothing someone everyone anyone one""".split())
@@ -237,7 +239,7 @@ _PAST_FORMS = frozenset("""am is are was were be been have has had do does did w
     to too am""".split())
 _ADVERB = r"(?:(?:also|really|always|never|usually|often|sometimes|just|still|mostly|absolutely|totally|" \
           r"definitely|actually|generally|rarely|seriously|truly|honestly|kind of|sort of|now|currently|" \
-          r"already|even|only)\s+)*"
+          r"already|even|only|\w{4,}ly)\s+)*"
 
 
 def _third_singular(verb: str) -> str:
@@ -275,8 +277,9 @@ def to_third_person(clause: str) -> str:
     for pattern, repl in ((r"\bwe're\b", "I'm"), (r"\bwe are\b", "I am"), (r"\bwe've\b", "I've"),
                           (r"\bwe have\b", "I have"), (r"\bwe were\b", "I was"), (r"\bwe'll\b", "I'll"),
                           (r"\bwe'd\b", "I'd"), (r"\bwe\b", "I"), (r"\bour\b", "my"), (r"\bours\b", "mine"),
-                          (r"\bourselves\b", "myself"), (r"\bus\b", "me")):
+                          (r"\bourselves\b", "myself")):
         text = re.sub(pattern, repl, text, flags=re.IGNORECASE)
+    text = re.sub(r"\bus\b", "me", text)  # lower case only: "the US" is a country
     text = re.sub(r"^(?:my|My)\b", "USERPOSS", text)
     text = re.sub(r"\b(is|are|was|were) my\b", r"\1 USERPOSS", text)
     text = re.sub(rf"\b(I)\s+({_ADVERB})([\w']+)", _agree, text)
@@ -335,7 +338,7 @@ def _semantic(clause: str) -> str | None:
         return None
     if first in STOPWORDS and first not in _DETERMINERS:
         return None
-    if not _PRESENT.search(clause.lower()) or len(_content(clause) - _EMPTY) < 2:
+    if not _PRESENT.search(clause.lower()) or len(_content(clause) - _EMPTY) < 2 or _TRANSIENT.search(clause):
         return None
     if re.search(r"\b(was|were|had|did)\b", clause, re.IGNORECASE) and not re.search(
             r"\b(is|are|has|have)\b", clause, re.IGNORECASE):

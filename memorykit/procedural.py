@@ -32,7 +32,7 @@ from redisvl.query.filter import Tag
 from .errors import ModelNotFoundError, ValidationError
 from .keys import check_id, check_namespace, key
 from .llm import offline_skill, parse_json, task_prompt
-from .long_term import SYSTEM_USER, content_hash, ensure_index
+from .long_term import SYSTEM_USER, content_hash, ensure_index, owner_tag
 from .messages import Message
 from .text import content_words, normalize, words
 
@@ -159,7 +159,7 @@ def procedure_schema(namespace: str, dims: int) -> dict[str, Any]:
             {"name": "query", "type": "text"},
             {"name": "query_type", "type": "tag"},
             {"name": "tools", "path": "$.tools_used[*]", "type": "tag"},
-            {"name": "user_id", "type": "tag"},
+            {"name": "user_id", "path": "$.user_tag", "type": "tag", "attrs": {"case_sensitive": True}},
             {"name": "success_score", "type": "numeric"},
             {"name": "uses", "type": "numeric"},
             {"name": "updated_at", "type": "numeric"},
@@ -235,6 +235,7 @@ class ProcedureStore:
                                        execution_time_ms=round(float(execution_time_ms), 2),
                                        user_id=owner, examples=[query], created_at=now, updated_at=now))
                 doc["embeddings"] = [vector]
+                doc["user_tag"] = owner_tag(owner)
             pipe.json().set(self.key(pid), "$", doc)
             stored.update(doc)
 
@@ -243,8 +244,8 @@ class ProcedureStore:
 
     def _scope(self, user_id: str | None):
         if user_id is None:
-            return Tag("user_id") == SYSTEM_USER
-        return Tag("user_id") == [SYSTEM_USER, check_id(user_id, "user_id")]
+            return Tag("user_id") == owner_tag(SYSTEM_USER)
+        return Tag("user_id") == [owner_tag(SYSTEM_USER), owner_tag(check_id(user_id, "user_id"))]
 
     def suggest(self, query: str, k: int = 3, distance_threshold: float | None = ...,
                 user_id: str | None = None) -> list[ProcedureHit]:
@@ -341,7 +342,7 @@ def feedback_schema(namespace: str, dims: int) -> dict[str, Any]:
         "index": {"name": f"{namespace}_feedback", "prefix": f"{namespace}:feedback", "storage_type": "json"},
         "fields": [
             {"name": "text", "type": "text"},
-            {"name": "user_id", "type": "tag"},
+            {"name": "user_id", "path": "$.user_tag", "type": "tag", "attrs": {"case_sensitive": True}},
             {"name": "label", "type": "tag"},
             {"name": "created_at", "type": "numeric"},
             {"name": "embedding", "type": "vector",
@@ -430,7 +431,8 @@ class FeedbackStore:
 
     def _doc(self, user_id: str, example: FeedbackExample) -> dict[str, Any]:
         doc = asdict(example)
-        doc.update(user_id=user_id, text=example.query, embedding=self.embedder.embed(example.query))
+        doc.update(user_id=user_id, user_tag=owner_tag(user_id), text=example.query,
+                   embedding=self.embedder.embed(example.query))
         return doc
 
     def mark(self, user_id: str, query: str, response: str, label: str) -> str:
@@ -474,7 +476,7 @@ class FeedbackStore:
         return FeedbackExample(**{k: doc[k] for k in FeedbackExample.__dataclass_fields__ if k in doc})
 
     def _filter(self, user_id: str, label: str | None):
-        expr = Tag("user_id") == check_id(user_id, "user_id")
+        expr = Tag("user_id") == owner_tag(check_id(user_id, "user_id"))
         return expr & (Tag("label") == label) if label else expr
 
     def list(self, user_id: str, label: str | None = None, limit: int = 1000) -> list[FeedbackExample]:

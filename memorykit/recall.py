@@ -28,6 +28,10 @@ from .keys import check_id, check_namespace, key
 from .long_term import ensure_index
 from .messages import Message
 
+from urllib.parse import unquote
+
+from .long_term import owner_tag
+
 log = logging.getLogger(__name__)
 
 INDEXED_ROLES = ("user", "assistant")
@@ -46,8 +50,10 @@ def message_schema(namespace: str, dims: int) -> dict[str, Any]:
         "fields": [
             {"name": "text", "type": "text"},
             {"name": "message_id", "type": "tag", "attrs": dict(_TAG)},
-            {"name": "user_id", "type": "tag", "attrs": dict(_TAG)},
-            {"name": "thread_id", "type": "tag", "attrs": dict(_TAG)},
+            # ids are indexed percent-encoded (owner_tag): tag values are trimmed by Redis,
+            # so raw "bob" and "bob " would otherwise be one owner
+            {"name": "user_id", "path": "$.user_tag", "type": "tag", "attrs": dict(_TAG)},
+            {"name": "thread_id", "path": "$.thread_tag", "type": "tag", "attrs": dict(_TAG)},
             {"name": "role", "type": "tag"},
             {"name": "created_at", "type": "numeric"},
             {"name": "embedding", "type": "vector",
@@ -111,6 +117,7 @@ class MessageIndex:
         if todo:
             vectors = self.embedder.embed_many([m.content for m in todo])
             docs = [{"message_id": m.id, "user_id": user_id, "thread_id": thread_id, "role": m.role,
+                     "user_tag": owner_tag(user_id), "thread_tag": owner_tag(thread_id),
                      "text": m.content, "name": m.name or "", "created_at": float(m.created_at),
                      "embedding": v} for m, v in zip(todo, vectors)]
             self.index.load(docs, keys=[self.key(user_id, thread_id, m.id) for m in todo])
@@ -170,9 +177,9 @@ class MessageIndex:
     # ------------------------------------------------------------------ reads
     def _scope(self, user_id: str, thread_id: str | None, roles: Sequence[str] | None,
                since: float | None, until: float | None) -> FilterExpression:
-        expr = Tag("user_id") == check_id(user_id, "user_id")
+        expr = Tag("user_id") == owner_tag(check_id(user_id, "user_id"))
         if thread_id is not None:
-            expr = expr & (Tag("thread_id") == check_id(thread_id, "thread_id"))
+            expr = expr & (Tag("thread_id") == owner_tag(check_id(thread_id, "thread_id")))
         if roles:
             expr = expr & (Tag("role") == list(roles))
         if since is not None:
@@ -185,7 +192,7 @@ class MessageIndex:
     def _row(row: dict[str, Any]) -> tuple[Message, str]:
         msg = Message(role=row["role"], content=row["text"], name=row.get("name") or None,
                       created_at=float(row["created_at"]), id=row["message_id"])
-        return msg, row["thread_id"]
+        return msg, unquote(row["thread_id"])
 
     def search(self, query: str, user_id: str, thread_id: str | None = None, k: int = 5,
                distance_threshold: float | None = None, *, roles: Sequence[str] | None = None,

@@ -141,6 +141,7 @@ def test_background_writes_finish_before_the_next_turn_reads(agent):
     assert "remember" not in first.timings_ms  # the reply came back before the slow write finished
     second = agent.chat("What am I allergic to?", user_id="lena", thread_id="t2")  # no flush() in between
     assert first.timings_ms["remember"] >= 400
+    assert first.reply_ms < sum(first.timings_ms.values())  # the user did not wait for the writes
     assert any("peanuts" in h.memory.content for h in second.memories_used)
     assert "peanuts" in second.reply
 
@@ -149,7 +150,7 @@ def test_inline_writes_are_done_when_chat_returns(r, emb, llm, ns):
     a = mk.MemoryAgent(r, llm=llm, embedder=emb, namespace=ns, background=False)
     turn = a.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
     assert "remember" in turn.timings_ms and a.store.count("lena") == 1
-    assert turn.reply_ms >= turn.timings_ms["remember"]
+    assert turn.reply_ms >= sum(turn.timings_ms.values())  # the user waited for every step
 
 
 def test_a_failing_background_write_is_reported_not_raised(agent, monkeypatch):

@@ -115,6 +115,10 @@ EPISODIC = [  # first-person statements -> third person
     ("Just so you know, I'm diabetic.", "User is diabetic."),
     ("I'll be in Madrid next week.", "User will be in Madrid next week."),
     ("I study medicine.", "User studies medicine."),
+    ("I recently bought a used Volvo.", "User recently bought a used Volvo."),
+    ("Last year we drove across the US in an RV.", "Last year User drove across the US in an RV."),
+    ("Me and my brother went skiing in Utah.", "User and their brother went skiing in Utah."),
+    ("I was born in 1985.", "User was born in 1985."),
 ]
 
 
@@ -135,7 +139,9 @@ def test_generic_present_tense_facts_become_semantic(text):
                                   "It was amazing.", "I'd love that!", "Good morning, how are you?", "lol",
                                   "I was wondering if you could find flights to Rome.", "Please help me plan a trip.",
                                   "That's a good point.", "Do I need a visa for India", "Sounds good to me.",
-                                  "I need you to check the weather.", "", "   "])
+                                  "I need you to check the weather.", "", "   ",
+                                  "I'll think about it.", "The weather has been awful lately.",
+                                  "Let me check with my wife first.", "Yes please."])
 def test_questions_requests_and_small_talk_give_nothing(text):
     assert rule_extract(text) == []
 

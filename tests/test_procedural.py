@@ -228,3 +228,12 @@ def test_mmr_trades_relevance_for_variety():
     vectors = np.array([[1.0, 0.0], [0.9, 0.436], [0.0, 1.0]], dtype=np.float32)
     assert mmr([1.0, 0.95, 0.6], vectors, k=2, lambda_=1.0) == [0, 1]
     assert mmr([1.0, 0.95, 0.6], vectors, k=2, lambda_=0.5) == [0, 2]
+
+
+def test_lookalike_user_ids_never_share_feedback(r, emb, ns):
+    fb = mk.FeedbackStore(r, emb, namespace=ns)
+    ids = ["bob", "Bob", "bob ", "bob,eve", "eve"]
+    for i, u in enumerate(ids):
+        fb.mark(u, f"question {i} about sleep", f"answer {i}", "positive")
+    for i, u in enumerate(ids):
+        assert [e.query for e in fb.list(u)] == [f"question {i} about sleep"]

@@ -179,3 +179,16 @@ def test_forget_user_removes_message_vectors(r, emb, ns, idx):
     mk.forget_user(r, ns, "ana", emb)
     assert idx.count("ana") == 0 and list(r.scan_iter(match=f"{ns}:msgvec:ana:*")) == []
     assert idx.count("mallory") == 2
+
+
+def test_lookalike_user_and_thread_ids_never_share_messages(r, emb, ns):
+    """Redis trims and case-folds raw tags; ids are indexed encoded so look-alikes stay apart."""
+    index = mk.MessageIndex(r, emb, namespace=ns)
+    ids = ["bob", "Bob", "bob ", " bob", "bob,eve", "eve"]
+    for u in ids:
+        index.add(u, "t1", [mk.Message(role="user", content=f"my locker code is {ids.index(u)}")])
+        index.add(u, "t1 ", [mk.Message(role="user", content=f"spare locker code {ids.index(u)}")])
+    for u in ids:
+        hits = index.search("locker code", user_id=u, k=20)
+        assert {h.message.content[-1] for h in hits} == {str(ids.index(u))}
+        assert {h.thread_id for h in index.search("locker", user_id=u, thread_id="t1 ", k=20)} == {"t1 "}

@@ -86,7 +86,7 @@ def test_chat_widget_in_jupyterlab(lab):
 
             box.fill("Hi, my name's Lena. I'm allergic to peanuts.")
             widget.locator("button:has-text('Send')").click()
-            widget.locator("text=Nice to meet you, Lena").wait_for(timeout=60_000)
+            widget.locator("text=Nice to meet you, Lena").first.wait_for(timeout=60_000)
 
             widget.locator(".lm-TabBar-tab:has-text('Long-term')").click()
             widget.locator("text=allergic to peanuts").first.wait_for(timeout=30_000)

@@ -1,0 +1,102 @@
+"""Long-term memory overheads, measured as ratios in one run.
+
+    python benchmarks/long_term.py [--sizes 1000 10000] [--queries 200]
+
+At each store size it times, per query, (a) embedding the query (cached embedder, cache
+miss), (b) a raw RedisVL KNN query with a precomputed vector and the same user filter,
+(c) ``MemoryStore.search`` end to end (embed + query + fetch + last_accessed update), and
+prints search / (embed + raw). It also prints bulk ``add_many`` throughput as a share of
+raw model embedding throughput (``embed_many`` on the bare model, no cache, no Redis).
+Absolute times depend on the machine; the ratios are the result.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import memorykit as mk  # noqa: E402
+from memorykit.embeddings import _base_vectorizer  # noqa: E402
+from memorykit.long_term import user_scope  # noqa: E402
+from redisvl.query import VectorQuery  # noqa: E402
+
+USERS = [f"user{i}" for i in range(20)]
+VERBS = ["went to", "loves", "wants to visit", "works in", "studied in", "ran a race in", "lived in", "ate well in"]
+CITIES = ["Paris", "Lisbon", "Tokyo", "Rome", "Berlin", "Oslo", "Kyoto", "Lima", "Seoul", "Quito", "Cairo", "Hanoi"]
+
+
+def texts(tag: str, n: int) -> list[str]:
+    """``n`` distinct memory-like sentences (distinct per tag, so the embeddings cache never helps)."""
+    return [f"User {VERBS[i % len(VERBS)]} {CITIES[(i // 8) % len(CITIES)]} in {1950 + i % 70} "
+            f"({tag} note {i})" for i in range(n)]
+
+
+def questions(tag: str, n: int) -> list[str]:
+    return [f"Where did I go in {1950 + i % 70}? ({tag} {i})" for i in range(n)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    ap.add_argument("--queries", type=int, default=200)
+    args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # still drop the namespace when killed
+
+    r = mk.connect()
+    emb = mk.get_embedder(r)
+    raw_model = _base_vectorizer(mk.settings().embedder)
+    ns = "bench" + uuid.uuid4().hex[:8]
+    store = mk.MemoryStore(r, emb, namespace=ns)
+    run = uuid.uuid4().hex[:6]
+    emb.embed_many(["warm up the model"] * 8)
+    print(f"model {emb.name}, {emb.dims} dims; namespace {ns}; {args.queries} queries per measurement\n")
+    try:
+        stored = 0
+        for size in sorted(args.sizes):
+            n = size - stored
+            batch = texts(f"{run}-add-{size}", n)
+            t = time.perf_counter()
+            store.add_many([{"content": c, "user_id": USERS[i % len(USERS)]} for i, c in enumerate(batch)],
+                           batch_size=64)
+            add_rate = n / (time.perf_counter() - t)
+            t = time.perf_counter()
+            raw_model.embed_many(texts(f"{run}-raw-{size}", n), batch_size=64)
+            embed_rate = n / (time.perf_counter() - t)
+            stored = size
+
+            q_embed, q_search = questions(f"{run}-e{size}", args.queries), questions(f"{run}-s{size}", args.queries)
+            a, b, c = [], [], []
+            for qe, qs in zip(q_embed, q_search):  # interleaved, so load changes hit all three alike
+                user = USERS[len(a) % len(USERS)]
+                t0 = time.perf_counter()
+                vector = emb.embed(qe)
+                t1 = time.perf_counter()
+                store.index.query(VectorQuery(vector, "embedding", return_fields=["id"], num_results=5,
+                                              filter_expression=user_scope(user, ["episodic", "semantic"])))
+                t2 = time.perf_counter()
+                store.search(qs, user_id=user, k=5)
+                t3 = time.perf_counter()
+                a.append(t1 - t0), b.append(t2 - t1), c.append(t3 - t2)
+            ma, mb, mc = (statistics.median(x) * 1000 for x in (a, b, c))
+            print(f"== {size:,} memories ==")
+            print(f"  (a) embed query         median {ma:7.2f} ms")
+            print(f"  (b) raw RedisVL KNN     median {mb:7.2f} ms")
+            print(f"  (c) MemoryStore.search  median {mc:7.2f} ms")
+            print(f"  search / (embed + raw)         = {mc / (ma + mb):.2f}")
+            print(f"  bulk add_many: {add_rate:,.0f} memories/s vs raw embedding {embed_rate:,.0f} texts/s"
+                  f"  -> ratio {add_rate / embed_rate:.2f}\n")
+    finally:
+        store.drop()
+        leftovers = list(r.scan_iter(match=f"{ns}:*"))
+        if leftovers:
+            r.delete(*leftovers)
+
+
+if __name__ == "__main__":
+    main()
