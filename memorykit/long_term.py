@@ -446,8 +446,11 @@ class MemoryStore:
         return forget_user(self.redis, self.namespace, user_id, embedder=self.embedder)
 
     def drop(self) -> None:
-        """Drop the index and every memory document of this namespace."""
+        """Drop the index, every memory document and the dedup ledgers of this namespace."""
         self.index.delete(drop=True)
+        ledgers = list(self.redis.scan_iter(match=f"{self.namespace}:memhash:*", count=1000))
+        for i in range(0, len(ledgers), 500):
+            self.redis.delete(*ledgers[i : i + 500])
 
 
 MEMORY_CONTEXT_HEADER = (
