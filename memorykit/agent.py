@@ -269,7 +269,8 @@ class MemoryAgent:
                                                    distance_threshold=self.distance_threshold)
             parts.append(format_memories(turn.memories_used))
         if self.working is not None:
-            parts.append(self.working.prompt_block(uid, history.thread_id))
+            parts.append(self.working.prompt_block(uid, history.thread_id,
+                                                   editable=self.retrieval == "tools"))
         window_ids = [m.id for m in history.messages(last_n=20)]
         turn.recalled = [hit for hit in self.recall.search(
             query, user_id=uid, k=self.recall_k, distance_threshold=self.distance_threshold,

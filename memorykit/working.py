@@ -380,15 +380,19 @@ class WorkingMemory:
             return f"{self.max_tokens} tokens"
         return f"{self.max_chars} characters" if self.max_chars else "no limit"
 
-    def prompt_block(self, user_id: str, thread_id: str | None = None) -> str:
-        """The instruction + format + current content, appended to the system prompt on every turn."""
+    def prompt_block(self, user_id: str, thread_id: str | None = None, *, editable: bool = True) -> str:
+        """The instruction + format + current content, appended to the system prompt on every turn.
+
+        ``editable=False`` when the model has no working-memory tools (the app calls ``observe``).
+        """
         current = self.get(user_id, thread_id)
         shown = "(empty)" if current is None else (
             json.dumps(current, ensure_ascii=False) if self.format == "schema" else current.strip())
         where = "this conversation" if self.scope == "conversation" else "this user, across conversations"
+        how = (f"Update it with the update_working_memory tool when you learn something that matters later "
+               f"(limit: {self.limit_text()})." if editable else "It is kept up to date for you.")
         return (f"## Working memory ({self.scope} scope)\n"
-                f"A scratchpad for {where}, always shown here. Update it with the update_working_memory tool "
-                f"when you learn something that matters later (limit: {self.limit_text()}).\n"
+                f"A scratchpad for {where}, always shown here. {how}\n"
                 f"{self.describe_format()}\n"
                 f"Current working memory:\n{shown}")
 
