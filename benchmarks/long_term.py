@@ -60,14 +60,18 @@ def main() -> None:
         stored = 0
         for size in sorted(args.sizes):
             n = size - stored
-            batch = texts(f"{run}-add-{size}", n)
-            t = time.perf_counter()
-            store.add_many([{"content": c, "user_id": USERS[i % len(USERS)]} for i, c in enumerate(batch)],
-                           batch_size=64)
-            add_rate = n / (time.perf_counter() - t)
-            t = time.perf_counter()
-            raw_model.embed_many(texts(f"{run}-raw-{size}", n), batch_size=64)
-            embed_rate = n / (time.perf_counter() - t)
+            add_s = embed_s = 0.0
+            for start in range(stored, size, 500):  # alternate chunks, so load changes hit both alike
+                chunk = range(start, min(start + 500, size))
+                items = [{"content": c, "user_id": USERS[i % len(USERS)]}
+                         for i, c in zip(chunk, texts(f"{run}-add", size)[chunk.start:chunk.stop])]
+                t = time.perf_counter()
+                store.add_many(items, batch_size=64)
+                add_s += time.perf_counter() - t
+                t = time.perf_counter()
+                raw_model.embed_many(texts(f"{run}-raw", size)[chunk.start:chunk.stop], batch_size=64)
+                embed_s += time.perf_counter() - t
+            add_rate, embed_rate = n / add_s, n / embed_s
             stored = size
 
             q_embed, q_search = questions(f"{run}-e{size}", args.queries), questions(f"{run}-s{size}", args.queries)

@@ -174,9 +174,16 @@ def ensure_index(client: redis.Redis, schema: dict[str, Any]) -> SearchIndex:
     return index
 
 
+_TAG_SAFE = str.maketrans({"_": "%5F", ".": "%2E", "-": "%2D", "~": "%7E"})
+
+
 def owner_tag(user_id: str) -> str:
-    """The indexed form of a user id: percent-encoded, so no id can look like another."""
-    return encode(user_id)
+    """The indexed form of an id: percent-encoded down to letters, digits and ``%``.
+
+    No id can then look like another to a TAG field (which splits on commas, trims spaces
+    and, unless case-sensitive, folds case), nor break the query syntax (a lone ``_`` does).
+    """
+    return encode(user_id).translate(_TAG_SAFE)
 
 
 def memory_type_list(memory_types: str | Sequence[str] | None) -> list[str]:
@@ -224,6 +231,8 @@ def validity(as_of: float | None = None) -> FilterExpression:
 
 class MemoryStore:
     """Add, search, list, update and delete long-term memories for many users."""
+
+    touch_interval: float = 60.0
 
     def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit",
                  distance_threshold: float | None = DEFAULT_THRESHOLD):
@@ -328,29 +337,38 @@ class MemoryStore:
     def get(self, memory_id: str) -> Memory | None:
         return self.get_many([memory_id])[0]
 
-    def get_many(self, memory_ids: Sequence[str], *, touch: bool = False) -> list[Memory | None]:
-        """Read memories by id in one round trip (None for missing ones); ``touch`` marks them accessed."""
+    def get_many(self, memory_ids: Sequence[str]) -> list[Memory | None]:
+        """Read memories by id in one round trip (None for missing ones)."""
         if not memory_ids:
             return []
-        now = time.time()
         pipe = self.redis.pipeline(transaction=False)
         paths = [f"$.{f}" for f in _FIELDS]
         for mid in memory_ids:
             pipe.json().get(self.key(mid), *paths)
-            if touch:
-                pipe.json().set(self.key(mid), "$.last_accessed", now)
-        results = pipe.execute(raise_on_error=False)
-        raws = results[::2] if touch else results
         out: list[Memory | None] = []
-        for raw in raws:
+        for raw in pipe.execute(raise_on_error=False):
             if not raw or isinstance(raw, Exception):
                 out.append(None)
                 continue
-            memory = Memory.from_dict({p[2:]: v[0] for p, v in raw.items() if v})
-            if touch:
-                memory.last_accessed = now
-            out.append(memory)
+            out.append(Memory.from_dict({p[2:]: v[0] for p, v in raw.items() if v}))
         return out
+
+    def touch(self, memories: Sequence[Memory]) -> int:
+        """Set ``last_accessed`` to now, skipping memories touched less than ``touch_interval`` ago.
+
+        Any write to a JSON document makes Redis re-index all of it, vector included, so
+        ``last_accessed`` is kept to a resolution of ``touch_interval`` seconds (default 60).
+        """
+        now = time.time()
+        stale = [m for m in memories if m.last_accessed is None or now - m.last_accessed >= self.touch_interval]
+        if stale:
+            pipe = self.redis.pipeline(transaction=False)
+            for m in stale:
+                pipe.json().set(self.key(m.id), "$.last_accessed", now)
+            pipe.execute(raise_on_error=False)  # a memory deleted meanwhile is simply skipped
+            for m in stale:
+                m.last_accessed = now
+        return len(stale)
 
     def _filter(self, user_id, memory_types, as_of, include_superseded, filters):
         expr = user_scope(user_id, memory_types)
@@ -385,7 +403,7 @@ class MemoryStore:
                                  distance_threshold=threshold, filter_expression=expr)
         rows = self.index.query(q)
         rows = sorted(rows, key=lambda row: float(row["vector_distance"]))[:k]
-        memories = self.get_many([row["id"].rsplit(":", 1)[-1] for row in rows], touch=touch)
+        memories = self.get_many([row["id"].rsplit(":", 1)[-1] for row in rows])
         allowed = {(t, o) for t in memory_type_list(memory_types) for o in visible_owners(user_id, t)}
         hits = []
         for memory, row in zip(memories, rows):
@@ -395,6 +413,8 @@ class MemoryStore:
                 log.error("memory %s of another user matched a scoped search; dropped", memory.id)
                 continue
             hits.append(MemoryHit(memory, float(row["vector_distance"])))
+        if touch:
+            self.touch([h.memory for h in hits])
         return hits
 
     def list(self, user_id: str | None = None, memory_types: Sequence[str] = ("episodic", "semantic"),

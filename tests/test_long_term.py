@@ -88,7 +88,13 @@ def test_last_accessed_updated_on_retrieval_only(store):
     before = time.time()
     hits = store.search("tea", user_id="u")
     assert hits[0].memory.last_accessed >= before
-    assert store.get(m.id).last_accessed >= before
+    first = store.get(m.id).last_accessed
+    assert first >= before
+    store.search("tea", user_id="u")  # within touch_interval: no rewrite (re-indexing is not free)
+    assert store.get(m.id).last_accessed == first
+    store.touch_interval = 0
+    store.search("tea", user_id="u")
+    assert store.get(m.id).last_accessed > first
 
 
 def test_update_re_embeds(store, r, emb):
@@ -193,7 +199,8 @@ def test_format_memories_context_block(store):
 ADVERSARIAL = ["a|b", "a", "b", "*", "{x}", "x", "@user_id:{y}", "y", "-", "--", "a,b", "a b", " a", "a ",
                "'q'", '"q"', "q", "Bob", "bob", "BOB", "ü", "u", "用户", "%2A", "a%7Cb", "\\", "a\\|b", "(x)",
                "@", "$", "user:1", "user", "a*", "ab", "x -y", "-y", "~a", "a;b", "🙂", "e\u0301", "é",
-               "a\u200bb", "ab ", "0", "00", "[x]", "a.b", "a_b", "@user_id", "user_id"]
+               "a\u200bb", "ab ", "0", "00", "[x]", "a.b", "a_b", "@user_id", "user_id", "_", "__", ".", "~",
+               "%5F", "a_", "1.5", "-1"]
 _chars = st.characters(blacklist_categories=("Cc", "Cs"))
 _ids = st.one_of(st.sampled_from(ADVERSARIAL),
                  st.builds(lambda a, t: a + t, st.sampled_from(ADVERSARIAL), st.text(_chars, max_size=6)),
