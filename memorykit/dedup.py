@@ -644,25 +644,22 @@ def history(store: MemoryStore, memory_id: str) -> list[Memory]:
     if start is None:
         raise ValidationError(f"no memory with id {memory_id!r}")
     seen = {start.id}
-    older: list[Memory] = []
-    cur = start
-    while cur.supersedes and cur.supersedes not in seen:
-        prev = store.get(cur.supersedes)
-        if prev is None:
-            break
-        older.append(prev)
-        seen.add(prev.id)
-        cur = prev
-    newer: list[Memory] = []
-    cur = start
-    while cur.superseded_by and cur.superseded_by not in seen:
-        nxt = store.get(cur.superseded_by)
+    older = _walk(store, start, "supersedes", seen)
+    newer = _walk(store, start, "superseded_by", seen)
+    return older[::-1] + [start] + newer
+
+
+def _walk(store: MemoryStore, start: Memory, link: str, seen: set[str]) -> list[Memory]:
+    """Follow ``link`` (supersedes / superseded_by) from ``start`` until it ends or loops."""
+    chain, cur = [], start
+    while getattr(cur, link) and getattr(cur, link) not in seen:
+        nxt = store.get(getattr(cur, link))
         if nxt is None:
             break
-        newer.append(nxt)
+        chain.append(nxt)
         seen.add(nxt.id)
         cur = nxt
-    return older[::-1] + [start] + newer
+    return chain
 
 
 # ---------------------------------------------------------------------------- consolidation
