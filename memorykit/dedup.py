@@ -45,6 +45,7 @@ CANDIDATE_DISTANCE = 0.65         # loose: updates sit up to ~0.6 from what they
 SEMANTIC_DUPLICATE_DISTANCE = 0.13  # the semantic tier alone: best F1 on data/dedup (notebook 05)
 CONSOLIDATE_DISTANCE = 0.2        # every pair in a merged cluster must be at least this close
 MAX_RETRIES = 32
+EXACT_SCAN_LIMIT = 500      # up to this many current memories per user and type, candidates are exact
 
 
 @dataclass
@@ -113,14 +114,33 @@ def find_similar(store: MemoryStore, content: str, user_id: str | None,
     """The ``k`` nearest current memories of this user and type, within ``distance_threshold``."""
     user_id = _owner(user_id, memory_type)
     vector = vector if vector is not None else store.embedder.embed(content)
-    # KNN + a distance cut here, not a range query: the filter is small, so Redis scans it exactly
-    q = VectorQuery(vector, "embedding", return_fields=["id"], num_results=k,
-                    filter_expression=_scope(user_id, memory_type))
-    rows = sorted(store.index.query(q), key=lambda row: float(row["vector_distance"]))
+    scope = _scope(user_id, memory_type)
+    # The ledger (which writers WATCH) names every current memory written by remember();
+    # the index adds those stored with add(). Under concurrent writes the index can briefly
+    # miss a just-committed document, so the ledger keeps the candidate set complete.
+    ids = set(store.redis.hvals(ledger_key(store, user_id, memory_type)))
+    ids |= {row["id"].split(":")[-1] for row in store.index.query(
+        FilterQuery(filter_expression=scope, return_fields=["id"], num_results=EXACT_SCAN_LIMIT + 1))}
+    if len(ids) <= EXACT_SCAN_LIMIT:
+        # few memories (the usual case for one user and type): exact cosine distances in numpy
+        ids = sorted(ids)
+        pipe = store.redis.pipeline(transaction=False)
+        for mid in ids:
+            pipe.json().get(store.key(mid), "$.embedding", "$.invalid_at")
+        found = [(mid, got["$.embedding"][0]) for mid, got in zip(ids, pipe.execute())
+                 if got and got.get("$.embedding") and not got.get("$.invalid_at")]
+        if not found:
+            return []
+        matrix = np.asarray([v for _, v in found], dtype=np.float32)
+        distances = 1.0 - matrix @ np.asarray(vector, dtype=np.float32)
+        rows = sorted(zip(distances.tolist(), [mid for mid, _ in found]))[:k]
+    else:
+        q = VectorQuery(vector, "embedding", return_fields=["id"], num_results=k, filter_expression=scope)
+        rows = sorted((float(row["vector_distance"]), row["id"].split(":")[-1]) for row in store.index.query(q))
     if distance_threshold is not None:
-        rows = [row for row in rows if float(row["vector_distance"]) <= distance_threshold]
-    memories = store.get_many([row["id"].split(":")[-1] for row in rows])
-    return [MemoryHit(m, float(row["vector_distance"])) for m, row in zip(memories, rows) if m]
+        rows = [row for row in rows if row[0] <= distance_threshold]
+    memories = store.get_many([mid for _, mid in rows])
+    return [MemoryHit(m, dist) for m, (dist, _) in zip(memories, rows) if m]
 
 
 def semantic_verdict(hits: Sequence[MemoryHit],
@@ -331,11 +351,18 @@ class Fact:
         return {_CLASS_OF[v] for v in self.values if v in _CLASS_OF}
 
 
+_SPELLING = {"colour": "color", "colours": "colors", "favourite": "favorite", "favourites": "favorites",
+             "flavour": "flavor", "neighbour": "neighbor", "theatre": "theater", "centre": "center",
+             "organise": "organize", "travelled": "traveled", "travelling": "traveling", "grey": "gray",
+             "programme": "program", "licence": "license", "mum": "mom", "maths": "math"}
+
+
 def _stem(word: str) -> str:
     word = word.lower().replace("’", "'")
     if word.endswith("'s"):
         word = word[:-2]
     word = _NUMBER_WORDS.get(word, word)
+    word = _SPELLING.get(word, word)
     if word.isdigit():
         return word
     base = _IRREGULAR.get(word) or stem(word)
@@ -469,7 +496,8 @@ def compare_facts(old: Fact, new: Fact) -> tuple[str, str]:
     old_all = old.values | old.numbers | old.years
     new_all = new.values | new.numbers | new.years
     same_pred = old.predicate == new.predicate
-    if related and new_all <= old_all and (same_pred or new.values) and new_all:
+    switched = new.predicate == "switch" and old.predicate != "switch"  # "switched to coffee" vs "prefers tea over coffee"
+    if related and new_all <= old_all and (same_pred or new.values) and new_all and not switched:
         return "NOOP", f"same as '{old.text}'"
     if same_pred and old_all < new_all and old.values:
         extra = new_all - old_all
@@ -564,8 +592,6 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None,
     vector = store.embedder.embed(new.content)
     ledger = ledger_key(store, user, memory_type)
     for _ in range(MAX_RETRIES):
-        if observed_at is None:  # a fact without a date became true when it is committed
-            new.created_at = new.updated_at = new.valid_from = time.time()
         with store.redis.pipeline() as pipe:
             try:
                 pipe.watch(ledger)
@@ -573,7 +599,7 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None,
                 if decision.action == "NOOP":
                     pipe.unwatch()
                     return decision
-                _apply(store, pipe, ledger, new, vector, decision)
+                _apply(store, pipe, ledger, new, vector, decision, stamp_now=observed_at is None)
                 return decision
             except redis.WatchError:
                 continue
@@ -607,8 +633,13 @@ def _decide(store, new: Memory, vector, tiers, k, candidate_distance, duplicate_
     return Decision(action, memory, target.memory, reason, "decided", target.distance)
 
 
-def _apply(store: MemoryStore, pipe, ledger: str, new: Memory, vector, decision: Decision) -> None:
-    """Write the decision in one MULTI/EXEC; raises WatchError if another writer committed first."""
+def _apply(store: MemoryStore, pipe, ledger: str, new: Memory, vector, decision: Decision,
+           stamp_now: bool = True) -> None:
+    """Write the decision in one MULTI/EXEC; raises WatchError if another writer committed first.
+
+    ``stamp_now``: a fact without ``observed_at`` became true when it is committed; the time is
+    taken after the WATCHes, so it is later than every version this write can supersede.
+    """
     target = decision.target
     closing = decision.action in ("UPDATE", "INVALIDATE") and target is not None
     if closing:
@@ -616,6 +647,9 @@ def _apply(store: MemoryStore, pipe, ledger: str, new: Memory, vector, decision:
         state = pipe.json().get(store.key(target.id), "$.invalid_at")
         if state is None or (state and state[0] is not None):
             raise redis.WatchError("the target changed under us")
+    if stamp_now:
+        new.created_at = new.updated_at = new.valid_from = time.time()
+    if closing:
         if new.valid_from < (target.valid_from or 0):  # observed_at says: older than what we know
             new.invalid_at, new.superseded_by = target.valid_from, target.id
             decision.reason += " (older than the current memory: kept as history)"

@@ -29,9 +29,14 @@ def normalize(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+_ABBREVIATION = re.compile(r"\b(St|Dr|Mr|Mrs|Ms|Prof|Jr|Sr|Mt|vs|etc|e\.g|i\.e|approx|U\.S|U\.K)\.(?=\s)",
+                          re.IGNORECASE)
+
+
 def sentences(text: str) -> list[str]:
-    """Split text into sentences (and lines); empty pieces dropped."""
-    return [s.strip() for s in _SENTENCE.split(normalize(text)) if s.strip()]
+    """Split text into sentences (and lines); empty pieces dropped; "St." or "e.g." is no end."""
+    protected = _ABBREVIATION.sub(lambda m: m.group(0)[:-1] + "\u2024", normalize(text))
+    return [s.strip().replace("\u2024", ".") for s in _SENTENCE.split(protected) if s.strip()]
 
 
 def words(text: str) -> list[str]:

@@ -222,10 +222,12 @@ def test_eight_writers_updating_one_memory_leave_one_current_version(store, llm)
     cities = ["Rome", "Paris", "Madrid", "Oslo", "Vienna", "Prague", "Dublin", "Athens"]
     out = []
     _run([threading.Thread(target=lambda c=c: out.append(store.remember(
-        f"User moved to {c}.", user_id="u1", llm=llm).action)) for c in cities])
-    assert out == ["UPDATE"] * 8
+        f"User moved to {c}.", user_id="u1", llm=llm))) for c in cities])
+    assert [d.action for d in out] == ["UPDATE"] * 8, out
     current = store.list("u1", ["episodic"])
-    assert len(current) == 1
+    docs = [store.redis.json().get(k) for k in store.redis.scan_iter(f"{store.namespace}:memory:*")]
+    truly = [(d["content"], d.get("valid_from"), d.get("invalid_at"), d.get("superseded_by")) for d in docs]
+    assert len(current) == 1, (out, truly)
     chain = store.history(first.memory.id)
     assert len(chain) == 9 and chain[0].id == first.memory.id and chain[-1].id == current[0].id
     assert sorted(m.content for m in chain[1:]) == sorted(f"User moved to {c}." for c in cities)
