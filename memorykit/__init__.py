@@ -2,38 +2,60 @@
 
     import memorykit as mk
     r = mk.connect(); emb = mk.get_embedder(r); llm = mk.get_llm()
+
+Names load on first use, so ``import memorykit`` stays fast and pulls in neither pandas,
+ipywidgets, matplotlib nor umap. Everything else lives in the subpackages:
+``memorykit.llm`` (tasks and backends), ``memorykit.memory`` (the memory layers),
+``memorykit.agent`` (tools, the tool loop, the memory agent), ``memorykit.course``
+(widgets, plots, the wellness demo domain, evaluation helpers).
 """
+from __future__ import annotations
+
+import importlib
 import os as _os
 
 for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS"):
     _os.environ.setdefault(_var, "1")
 _os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from .config import Settings, settings
-from .embeddings import Embedder, get_embedder, model_path
-from .errors import (LLMError, MemoryKitError, ModelNotFoundError, ModuleMissingError,
-                     SchemaMismatchError, ServerError, ValidationError)
-from .llm import OfflineChat, OpenAIChat, get_llm, offline_skill, parse_json, task_prompt, why_llm
-from .messages import Message, count_tokens, set_token_counter
-from .server import connect, redis_url
+__version__ = "0.2.0"
 
-__version__ = "0.1.0"
-from .long_term import Memory, MemoryHit, MemoryStore, content_hash, forget_user
-from .tools import Tool, ToolError
-from .short_term import ChatHistory, fix_boundaries, list_threads, trim_last, trim_to_tokens, valid_cuts
-from .summarize import ByCount, ByTokens, summarize_if_needed, summarize_messages, summary_prompt
-from .working import PROFILE_TEMPLATE, Observation, Version, WorkingMemory, profile_facts
-from .recall import MessageIndex, MessageRecall, RecalledMessage, merge_recalled, recall_block
-from .procedural import (Evaluation, FeedbackExample, FeedbackStore, Guidance, Procedure, ProcedureHit,
-                         ProcedureStore, analyze_feedback, evaluate_workflow)
-from .wellness import load_wellness, wellness_tools
-from .tool_agent import ToolAgent, ToolRun
-from .long_term import format_memories, owner_tag
-from .extraction import CandidateMemory, extract_memories, parse_memories, rule_extract
-from .tools import memory_tools
-from .plots import plot_umap, umap_project
-from .dedup import (Decision, Fact, Merge, as_fact, compare_facts, consolidate, decide, decision_prompt,
-                    find_exact, find_similar, history, offline_decision, parse_decision, read_fact, remember,
-                    semantic_verdict)
-from .agent import MemoryAgent, Retry, Turn
-from .widgets import ChatWidget
+_WHERE = {
+    # core
+    "connect": "server", "redis_url": "server", "get_embedder": "embeddings",
+    "Message": "messages", "count_tokens": "messages",
+    "MemoryKitError": "errors", "ValidationError": "errors",
+    # the seam
+    "get_llm": "llm", "why_llm": "llm", "Task": "llm", "run_task": "llm", "TaskFailed": "llm",
+    "Tool": "llm.tools",
+    # memory layers
+    "ChatHistory": "memory.short_term",
+    "ByCount": "memory.summarize", "ByTokens": "memory.summarize", "summarize_if_needed": "memory.summarize",
+    "MemoryStore": "memory.long_term", "Memory": "memory.long_term", "MemoryHit": "memory.long_term",
+    "extract_memories": "memory.extraction", "CandidateMemory": "memory.extraction",
+    "Decision": "memory.dedup",
+    "ProcedureStore": "memory.procedural", "FeedbackStore": "memory.procedural",
+    "analyze_feedback": "memory.procedural",
+    "WorkingMemory": "memory.working", "PROFILE_TEMPLATE": "memory.working",
+    "MessageIndex": "memory.recall",
+    # agents
+    "memory_tools": "agent.tools", "ToolAgent": "agent.tool_agent",
+    "MemoryAgent": "agent.memory_agent", "Turn": "agent.memory_agent",
+    # course helpers (heavy imports: loaded only when used)
+    "ChatWidget": "course.widgets", "wellness_tools": "course.wellness", "plot_umap": "course.plots",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memorykit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

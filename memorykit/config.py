@@ -15,8 +15,16 @@ def _env(name: str, default: str | None = None) -> str | None:
     return value if value not in (None, "") else default
 
 
+PACKAGE_DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def data_path(*parts: str) -> Path:
+    """A file in the course's ``data/`` folder (shipped with the checkout; never moved by MEMORYKIT_HOME)."""
+    return PACKAGE_DATA.joinpath(*parts)
+
+
 def project_root() -> Path:
-    """The checkout that holds the embedded server's data (the nearest dir with pyproject.toml)."""
+    """Where ``.memorykit/`` (the embedded server's data) lives: ``MEMORYKIT_HOME``, else the checkout."""
     explicit = _env("MEMORYKIT_HOME")
     if explicit:
         return Path(explicit).expanduser().resolve()
@@ -35,7 +43,10 @@ class Settings:
     openai_base_url: str | None = field(default_factory=lambda: _env("OPENAI_BASE_URL"))
     llm: str | None = field(default_factory=lambda: _env("MEMORYKIT_LLM"))
     llm_model: str = field(default_factory=lambda: _env("MEMORYKIT_LLM_MODEL", "gpt-4o-mini"))
-    llm_timeout: float = field(default_factory=lambda: float(_env("MEMORYKIT_LLM_TIMEOUT", "60")))
+    llm_timeout: float = field(default_factory=lambda: float(_env("MEMORYKIT_LLM_TIMEOUT", "30")))
+    llm_max_tokens: int = field(default_factory=lambda: int(_env("MEMORYKIT_LLM_MAX_TOKENS", "512")))
+    llm_json_mode: str = field(default_factory=lambda: _env("MEMORYKIT_LLM_JSON_MODE", "json_schema"))
+    local_model: str | None = field(default_factory=lambda: _env("MEMORYKIT_LOCAL_MODEL"))
     embedder: str = field(default_factory=lambda: _env("MEMORYKIT_EMBEDDER", "local"))
     openai_embedding_model: str = field(
         default_factory=lambda: _env("MEMORYKIT_OPENAI_EMBEDDING_MODEL", "text-embedding-3-small")

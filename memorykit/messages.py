@@ -30,6 +30,8 @@ class Message:
     tool_call_id: str | None = None
     created_at: float = field(default_factory=time.time)
     id: str = field(default_factory=new_id)
+    usage: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    """Token counts the server reported for this reply; never stored."""
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -40,14 +42,16 @@ class Message:
             raise ValidationError(f"content must be a string, got {type(self.content).__name__}")
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+        data = asdict(self)
+        data.pop("usage", None)
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> "Message":
         data = json.loads(raw)
         if not isinstance(data, dict):
             raise ValueError("a stored message must be a JSON object")
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "usage"}
         return cls(**known)
 
     def to_openai(self) -> dict[str, Any]:

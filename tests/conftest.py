@@ -18,7 +18,7 @@ def emb(r):
 
 @pytest.fixture
 def llm():
-    return mk.OfflineChat()
+    return mk.get_llm("offline")
 
 
 def drop_namespace(client, namespace: str) -> None:

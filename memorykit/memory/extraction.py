@@ -25,10 +25,10 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Sequence
 
-from .llm import offline_name, offline_skill, parse_json, task_prompt
+from ..llm import offline_name, offline_skill, parse_json, task_prompt
 from .long_term import format_memories  # noqa: F401  (retrieved memories -> prompt context block)
-from .messages import Message, as_message
-from .text import STOPWORDS, normalize, sentences, stem, third_person
+from ..messages import Message, as_message
+from ..offline.text import STOPWORDS, normalize, sentences, stem, third_person
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ def extract_memories(messages: str | Message | Sequence[Message | dict], llm=Non
     if not any(m.role == "user" and m.content.strip() for m in msgs):
         return []
     if llm is None:
-        from .llm import get_llm
+        from ..llm import get_llm
 
         llm = get_llm()
     try:
@@ -302,7 +302,7 @@ def _clauses(sentence: str) -> list[str]:
 
 
 def _content(text: str) -> set[str]:
-    from .text import content_words
+    from ..offline.text import content_words
 
     return content_words(text)
 

@@ -30,12 +30,12 @@ import redis
 from redisvl.query import FilterQuery, VectorQuery
 from redisvl.query.filter import Tag
 
-from .errors import MemoryKitError, ValidationError
-from .keys import check_id, key
-from .llm import offline_skill, parse_json, task_prompt
+from ..errors import MemoryKitError, ValidationError
+from ..keys import check_id, key
+from ..llm import offline_skill, parse_json, task_prompt
 from .long_term import SYSTEM_USER, Memory, MemoryHit, MemoryStore, content_hash, owner_tag, validity
-from .messages import Message
-from .text import normalize, stem, third_person, words
+from ..messages import Message
+from ..offline.text import normalize, stem, third_person, words
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ def decide(new_fact: str, existing: Sequence[Memory], llm=None) -> tuple[str, in
     if not existing:
         return "ADD", None, "no similar memory"
     if llm is None:
-        from .llm import get_llm
+        from ..llm import get_llm
 
         llm = get_llm()
     reply = llm.chat(decision_prompt(new_fact, existing), response_format={"type": "json_object"})
@@ -789,7 +789,7 @@ LABELS = ("duplicate", "update", "new")
 
 def load_pairs(name: str = "pairs") -> list[dict[str, Any]]:
     """Labelled existing/new pairs from ``data/dedup/<name>.jsonl`` (duplicate / update / new)."""
-    from .config import project_root
+    from ..config import project_root
 
     path = project_root() / "data" / "dedup" / f"{name}.jsonl"
     if not path.exists():

@@ -29,12 +29,12 @@ import redis
 from redisvl.query import FilterQuery, VectorQuery
 from redisvl.query.filter import Tag
 
-from .errors import ModelNotFoundError, ValidationError
-from .keys import check_id, check_namespace, key
-from .llm import offline_skill, parse_json, task_prompt
+from ..errors import ModelNotFoundError, ValidationError
+from ..keys import check_id, check_namespace, key
+from ..llm import offline_skill, parse_json, task_prompt
 from .long_term import SYSTEM_USER, content_hash, ensure_index, owner_tag
-from .messages import Message
-from .text import content_words, normalize, words
+from ..messages import Message
+from ..offline.text import content_words, normalize, words
 
 log = logging.getLogger(__name__)
 
@@ -544,7 +544,7 @@ Answer with JSON only: {"examples": [{"query": "<the user's original question>",
 
 def analyze_feedback(exchanges: Sequence[tuple[str, str | None]], llm=None, window: int = 4) -> list[FeedbackExample]:
     """Feedback examples found in the last ``window`` (user, assistant) exchanges."""
-    from .llm import OfflineChat
+    from ..llm import OfflineChat
 
     pairs = [(str(u or ""), str(a or "")) for u, a in list(exchanges)[-window:]]
     if len(pairs) < 2:

@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .config import settings
+from ..config import settings
 
 
 def _import_umap():

@@ -14,8 +14,8 @@ from typing import Any
 
 import ipywidgets as w
 
-from .agent import BACKGROUND_STEPS, FOREGROUND_STEPS, Turn
-from .messages import Message
+from ..agent.memory_agent import BACKGROUND_STEPS, FOREGROUND_STEPS, Turn
+from ..messages import Message
 
 log = logging.getLogger(__name__)
 _thread_counter = itertools.count(1)

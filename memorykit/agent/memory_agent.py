@@ -26,18 +26,19 @@ from typing import Any, Callable, Sequence
 
 import redis
 
-from .config import settings
-from .errors import LLMError, MemoryKitError, ValidationError
-from .extraction import extract_memories
-from .keys import check_id
-from .long_term import MemoryHit, MemoryStore, format_memories
-from .messages import Message, count_tokens
-from .procedural import FeedbackStore, ProcedureStore, evaluate_workflow
-from .recall import MessageIndex, recall_block
-from .short_term import ChatHistory
-from .summarize import ByCount, summarize_if_needed
-from .tools import Tool, call_tool, memory_tools, schemas
-from .working import PROFILE_TEMPLATE, WorkingMemory
+from ..config import settings
+from ..errors import LLMError, MemoryKitError, ValidationError
+from ..memory.extraction import extract_memories
+from ..keys import check_id
+from ..memory.long_term import MemoryHit, MemoryStore, format_memories
+from ..messages import Message, count_tokens
+from ..memory.procedural import FeedbackStore, ProcedureStore, evaluate_workflow
+from ..memory.recall import MessageIndex, recall_block
+from ..memory.short_term import ChatHistory
+from ..memory.summarize import ByCount, summarize_if_needed
+from ..llm.tools import Tool, call_tool, schemas
+from .tools import memory_tools
+from ..memory.working import PROFILE_TEMPLATE, WorkingMemory
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ class MemoryAgent:
             raise ValidationError(f"memory must be 'full', 'short_term' or False, got {memory!r}")
         if retrieval not in RETRIEVALS:
             raise ValidationError(f"retrieval must be 'inject' or 'tools', got {retrieval!r}")
-        from .llm import get_llm
+        from ..llm import get_llm
 
         self.r = r
         self.llm = llm or get_llm()
@@ -143,7 +144,7 @@ class MemoryAgent:
         self.store = self.working = self.procedures = self.feedback = self.recall = None
         if memory == "full":
             if embedder is None:
-                from .embeddings import get_embedder
+                from ..embeddings import get_embedder
 
                 self.embedder = get_embedder(r)
             self.store = MemoryStore(r, self.embedder, namespace=namespace)

@@ -21,13 +21,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .keys import check_id
-from .llm import offline_skill, task_prompt
-from .messages import Message
-from .procedural import (Evaluation, FeedbackStore, Guidance, ProcedureHit, ProcedureStore, evaluate_workflow,
+from ..keys import check_id
+from ..llm import offline_skill, task_prompt
+from ..messages import Message
+from ..memory.procedural import (Evaluation, FeedbackStore, Guidance, ProcedureHit, ProcedureStore, evaluate_workflow,
                          response_format, tool_error)
-from .text import content_words, normalize, stem, words
-from .tools import Tool, call_tool, schemas
+from ..offline.text import content_words, normalize, stem, words
+from ..llm.tools import Tool, call_tool, schemas
 
 PLAN_PROMPT = """You are a wellness assistant with tools over the user's own health records.
 Call the tools you need (several at once if you already know them), read the results, and
@@ -69,7 +69,7 @@ class ToolAgent:
                  procedures: ProcedureStore | None = None, feedback: FeedbackStore | None = None,
                  max_steps: int = 6, min_similarity: float = 0.6, learn: bool = True,
                  per_user_procedures: bool = False):
-        from .llm import get_llm
+        from ..llm import get_llm
 
         self.redis = redis_client
         self.llm = llm or get_llm()
@@ -95,7 +95,7 @@ class ToolAgent:
     def run(self, query: str, user_id: str) -> ToolRun:
         check_id(user_id, "user_id")
         if not isinstance(query, str) or not query.strip():
-            from .errors import ValidationError
+            from ..errors import ValidationError
 
             raise ValidationError("the agent needs a non-empty question")
         started = time.perf_counter()

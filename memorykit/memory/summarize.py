@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from .errors import LLMError, ValidationError
-from .llm import ChatModel, offline_skill, task_prompt
-from .messages import Message, count_tokens
+from ..errors import LLMError, ValidationError
+from ..llm import ChatModel, offline_skill, task_prompt
+from ..messages import Message, count_tokens
 from .short_term import CORRUPT, ChatHistory, Snapshot, parse_summary, valid_cuts
-from .text import content_words, normalize, sentences, third_person, words
+from ..offline.text import content_words, normalize, sentences, third_person, words
 
 SUMMARY_INSTRUCTIONS = """\
 You keep a running summary of a conversation between a user and an assistant.

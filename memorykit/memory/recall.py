@@ -23,10 +23,10 @@ import redis
 from redisvl.query import FilterQuery, VectorQuery, VectorRangeQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
 
-from .errors import ValidationError
-from .keys import check_id, check_namespace, key
+from ..errors import ValidationError
+from ..keys import check_id, check_namespace, key
 from .long_term import ensure_index
-from .messages import Message
+from ..messages import Message
 
 from urllib.parse import unquote
 

@@ -20,9 +20,9 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from .keys import check_id
-from .text import content_words
-from .tools import Tool, ToolError
+from ..keys import check_id
+from ..offline.text import content_words
+from ..llm.tools import Tool, ToolError
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "wellness"
 

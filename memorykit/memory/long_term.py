@@ -27,10 +27,10 @@ from redisvl.query import CountQuery, FilterQuery, VectorQuery, VectorRangeQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
 from redisvl.schema import IndexSchema
 
-from .config import settings
-from .errors import SchemaMismatchError, ValidationError
-from .keys import check_id, check_namespace, encode, key
-from .messages import new_id
+from ..config import settings
+from ..errors import SchemaMismatchError, ValidationError
+from ..keys import check_id, check_namespace, encode, key
+from ..messages import new_id
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import redis
 
-from .errors import MemoryKitError, ValidationError
-from .keys import check_id, check_namespace, key
-from .messages import Message, as_message, count_tokens
+from ..errors import MemoryKitError, ValidationError
+from ..keys import check_id, check_namespace, key
+from ..messages import Message, as_message, count_tokens
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ import logging
 import re
 from typing import Any, Callable, Protocol, Sequence
 
-from .config import settings
-from .errors import LLMError
-from .messages import Message, as_message, to_openai
+from ..config import settings
+from ..errors import LLMError
+from ..messages import Message, as_message, to_openai
 
 log = logging.getLogger(__name__)
 

@@ -1,76 +1,11 @@
-"""Tools an agent can call: a Python function plus the OpenAI tool schema that describes it.
-
-A tool never raises into the agent loop: bad arguments or a failing function come back
-as ``{"error": "..."}`` so the model can read what went wrong and try again.
-"""
+"""Long-term memory as tools: ``search_memory`` and ``manage_memory``, bound to one user."""
 from __future__ import annotations
 
-import json
-import logging
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
-log = logging.getLogger(__name__)
+from ..llm.tools import Tool, ToolError
 
 
-class ToolError(Exception):
-    """Raised inside a tool function for a problem the model should read (bad argument, ...)."""
-
-
-@dataclass
-class Tool:
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    fn: Callable[..., Any] = field(repr=False)
-
-    @property
-    def schema(self) -> dict[str, Any]:
-        """The OpenAI ``tools=[...]`` entry."""
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description,
-                             "parameters": self.parameters}}
-
-    def run(self, arguments: str | dict[str, Any] | None) -> str:
-        """Call the function with JSON arguments; always returns a JSON string."""
-        try:
-            args = json.loads(arguments) if isinstance(arguments, str) and arguments.strip() else (arguments or {})
-            if not isinstance(args, dict):
-                raise ToolError("arguments must be a JSON object")
-            allowed = set(self.parameters.get("properties", {}))
-            unknown = set(args) - allowed
-            if unknown:
-                raise ToolError(f"unknown argument(s) {sorted(unknown)}; expected {sorted(allowed)}")
-            missing = [p for p in self.parameters.get("required", []) if p not in args]
-            if missing:
-                raise ToolError(f"missing required argument(s) {missing}")
-            result = self.fn(**args)
-        except (ToolError, ValueError, TypeError) as exc:
-            return json.dumps({"error": f"{self.name}: {exc}"})
-        except Exception as exc:  # a tool failure is data for the model, not a crash of the turn
-            log.warning("tool %s failed: %s", self.name, exc, exc_info=True)
-            return json.dumps({"error": f"{self.name} failed: {type(exc).__name__}: {exc}"})
-        return result if isinstance(result, str) else json.dumps(result, default=str, ensure_ascii=False)
-
-
-def schemas(tools: Sequence[Tool]) -> list[dict[str, Any]]:
-    return [t.schema for t in tools]
-
-
-def by_name(tools: Sequence[Tool]) -> dict[str, Tool]:
-    return {t.name: t for t in tools}
-
-
-def call_tool(tools: Sequence[Tool], tool_call: dict[str, Any]) -> str:
-    """Run one OpenAI-style tool call against a list of tools."""
-    fn = tool_call.get("function", {})
-    tool = by_name(tools).get(fn.get("name"))
-    if tool is None:
-        return json.dumps({"error": f"no tool named {fn.get('name')!r}; available: {sorted(by_name(tools))}"})
-    return tool.run(fn.get("arguments"))
-
-
-# ---------------------------------------------------------------- memory as tools
 def memory_tools(store, user_id: str, *, distance_threshold: float | None = None, k: int = 5,
                  llm=None) -> list[Tool]:
     """``search_memory`` and ``manage_memory`` bound to one user: the agent decides when to look.
@@ -79,9 +14,9 @@ def memory_tools(store, user_id: str, *, distance_threshold: float | None = None
     another user's memories. Writes go through ``store.remember`` (hash -> semantic ->
     decision), so repeating a fact does not duplicate it.
     """
-    from .config import settings
-    from .keys import check_id
-    from .long_term import memory_type_list
+    from ..config import settings
+    from ..keys import check_id
+    from ..memory.long_term import memory_type_list
 
     check_id(user_id, "user_id")
     threshold = settings().distance_threshold if distance_threshold is None else distance_threshold

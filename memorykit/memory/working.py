@@ -27,11 +27,11 @@ from typing import Any, Sequence
 
 import redis
 
-from .errors import LLMError, SchemaMismatchError, ValidationError
-from .keys import check_id, check_namespace, key
-from .llm import offline_skill, parse_json, task_prompt
-from .messages import Message, count_tokens
-from .text import STOPWORDS, normalize, sentences, stem, words
+from ..errors import LLMError, SchemaMismatchError, ValidationError
+from ..keys import check_id, check_namespace, key
+from ..llm import offline_skill, parse_json, task_prompt
+from ..messages import Message, count_tokens
+from ..offline.text import STOPWORDS, normalize, sentences, stem, words
 
 log = logging.getLogger(__name__)
 
@@ -403,7 +403,7 @@ class WorkingMemory:
     # ------------------------------------------------------------------ tools
     def tools(self, user_id: str, thread_id: str | None = None) -> list:
         """get / update / clear tools bound to one user (and thread), with OpenAI schemas."""
-        from .tools import Tool
+        from ..llm.tools import Tool
 
         self.key(user_id, thread_id)  # validates ids and scope now, not at the first call
         if self.format == "schema":

@@ -1,0 +1,56 @@
+"""The one tool loop: ask the model, run the tools it calls, feed the results back, repeat.
+
+Bounded: at most ``max_steps`` tool calls, then :class:`TaskFailed`. A tool never raises
+into the loop (it returns ``{"error": ...}`` for the model to read). The task's input
+model carries the exchange so far in a ``steps`` field, so every backend sees the same
+typed input on every round.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..llm.task import ChatModel, Task, TaskFailed, run_task
+from ..llm.tools import Tool, call_tool, schemas
+from ..messages import Message
+
+MAX_TOOL_STEPS = 4
+
+
+@dataclass
+class LoopResult:
+    """The final reply and what happened on the way (assistant tool-call messages and tool results)."""
+
+    reply: Message
+    steps: list[Message] = field(default_factory=list)
+    tool_calls: list[dict] = field(default_factory=list)
+    tool_results: list[str] = field(default_factory=list)
+
+    @property
+    def tools_used(self) -> list[str]:
+        return [c.get("function", {}).get("name", "") for c in self.tool_calls]
+
+
+def run_tool_loop(llm: ChatModel, task: Task, inp, tools: Sequence[Tool] = (), *,
+                  max_steps: int = MAX_TOOL_STEPS) -> LoopResult:
+    """Run a reply-style task (``output=None``) with tools until the model answers in text."""
+    result = LoopResult(reply=Message(role="assistant", content=""), steps=list(getattr(inp, "steps", [])))
+    offered = schemas(tools) or None
+    for _ in range(max_steps + 1):
+        reply = run_task(llm, task, inp.model_copy(update={"steps": list(result.steps)}), tools=offered)
+        if not reply.tool_calls:
+            result.reply = reply
+            return result
+        if not tools:
+            raise TaskFailed(task.name, "the model asked for a tool, but none is offered")
+        result.steps.append(reply)
+        for call in reply.tool_calls:
+            output = call_tool(tools, call)
+            result.tool_calls.append(call)
+            result.tool_results.append(output)
+            result.steps.append(Message(role="tool", content=output, tool_call_id=call.get("id"),
+                                        name=call.get("function", {}).get("name")))
+        if len(result.tool_calls) > max_steps:
+            break
+    raise TaskFailed(task.name, f"the model kept calling tools ({len(result.tool_calls)} calls) "
+                                f"without answering")

@@ -1,0 +1,249 @@
+"""LLM tasks: every model job as a typed contract, and one runner for any backend.
+
+A :class:`Task` is a name, a prompt, a pydantic input model and a pydantic output model
+(or ``output=None`` for a chat reply that may call tools). :func:`run_task` renders the
+prompt from the input, asks the server for the output's JSON schema, validates, repairs
+once with the validation error, and raises one :class:`TaskFailed` when it cannot get a
+valid answer. Callers catch ``TaskFailed``, log it and go on.
+
+    EXTRACT = Task("extract_memories", prompt=..., input=ExtractInput,
+                   output=ExtractedMemories, max_tokens=400)
+    out = run_task(llm, EXTRACT, ExtractInput(messages=msgs))
+
+A backend that implements tasks itself (the offline one) exposes
+``perform(task, input, tools) -> output``; the runner validates what it returns the same way.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Callable, Generic, Iterator, Protocol, Sequence, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ValidationError
+
+from ..errors import LLMError, MemoryKitError
+from ..messages import Message, count_tokens
+
+log = logging.getLogger(__name__)
+
+I = TypeVar("I", bound=BaseModel)
+O = TypeVar("O", bound=BaseModel)
+
+
+class TaskFailed(MemoryKitError):
+    """A task got no valid answer: the server failed, timed out, or answered invalid output twice."""
+
+    def __init__(self, task: str, reason: str, raw: str | None = None):
+        super().__init__(f"task {task!r} failed: {reason}")
+        self.task, self.reason, self.raw = task, reason, raw
+
+
+class ChatModel(Protocol):
+    """What every backend provides: one chat call, bounded and optionally structured."""
+
+    label: str
+
+    def chat(self, messages: Sequence[Message | dict], *, tools: list[dict] | None = None,
+             tool_choice: str | dict | None = None, response_format: dict | None = None,
+             max_tokens: int | None = None) -> Message: ...
+
+
+# ---------------------------------------------------------------- placeholders and text
+_PLACEHOLDER = re.compile(r"^\s*(?:\.{3,}|…|<[^<>]{0,40}>|\[[^\[\]]{0,40}\]|string|str|text|null|none|"
+                          r"todo|tbd|n/?a|your [a-z ]+ here|fact|memory|content|example)\s*\.?\s*$",
+                          re.IGNORECASE)
+
+
+def is_placeholder(text: str) -> bool:
+    """True for an empty string or an example placeholder a model copied from a prompt ("...", "<fact>")."""
+    return not text.strip() or bool(_PLACEHOLDER.match(text))
+
+
+def _real_text(text: str) -> str:
+    if is_placeholder(text):
+        raise ValueError(f"{text!r} is empty or a placeholder, not content")
+    return text.strip()
+
+
+Text = Annotated[str, AfterValidator(_real_text)]
+"""A string field that rejects empty values and copied placeholders such as ``"..."``."""
+
+
+# ---------------------------------------------------------------- the contract
+def default_render(inp: BaseModel) -> str:
+    return inp.model_dump_json(indent=1)
+
+
+@dataclass(frozen=True)
+class Task(Generic[I, O]):
+    """A model job: ``name``, system ``prompt``, ``input`` and ``output`` models, a token budget.
+
+    ``render`` turns the input into the user message (default: the input as JSON);
+    ``build`` replaces the whole message list (the reply task uses it for chat history).
+    """
+
+    name: str
+    prompt: str
+    input: type[I]
+    output: type[O] | None
+    max_tokens: int = 400
+    render: Callable[[I], str] = default_render
+    build: Callable[[I], list[Message]] | None = None
+
+    def messages(self, inp: I) -> list[Message]:
+        if self.build is not None:
+            return self.build(inp)
+        return [Message(role="system", content=self.prompt.strip()),
+                Message(role="user", content=self.render(inp))]
+
+    def schema(self) -> dict[str, Any]:
+        assert self.output is not None
+        return self.output.model_json_schema()
+
+
+# ---------------------------------------------------------------- usage accounting
+@dataclass
+class Usage:
+    """One task call: tokens in / out (from the server, or estimated), latency, outcome."""
+
+    task: str
+    backend: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float
+    ok: bool = True
+    estimated: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+_collector: ContextVar[list[Usage] | None] = ContextVar("memorykit_usage", default=None)
+
+
+@contextmanager
+def track_usage() -> Iterator[list[Usage]]:
+    """Collect every task call made inside the block (in this thread / context)."""
+    calls: list[Usage] = []
+    token = _collector.set(calls)
+    try:
+        yield calls
+    finally:
+        _collector.reset(token)
+
+
+def _record(usage: Usage) -> None:
+    calls = _collector.get()
+    if calls is not None:
+        calls.append(usage)
+
+
+# ---------------------------------------------------------------- JSON from model output
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+def parse_json(text: str) -> Any:
+    """The first JSON value in a model's reply: tolerates code fences and prose around it.
+
+    Raises ``ValueError`` when no JSON value can be found.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("empty model output")
+    decoder = json.JSONDecoder()
+    for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
+        candidate = candidate.strip()
+        for i, ch in enumerate(candidate):
+            if ch in "[{":
+                try:
+                    return decoder.raw_decode(candidate[i:])[0]
+                except json.JSONDecodeError:
+                    continue
+    raise ValueError(f"no JSON found in model output: {text[:80]!r}")
+
+
+def _validate(task: Task, data: Any) -> BaseModel:
+    if isinstance(data, BaseModel):
+        data = data.model_dump()
+    if isinstance(data, list) and task.output is not None:
+        # Small models often answer the list that the object wraps: accept it for a one-list output.
+        lists = [n for n, f in task.output.model_fields.items() if "list" in str(f.annotation).lower()]
+        if len(lists) == 1:
+            data = {lists[0]: data}
+    return task.output.model_validate(data)
+
+
+# ---------------------------------------------------------------- the runner
+def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | None = None,
+             max_tokens: int | None = None) -> O | Message:
+    """Run ``task`` on ``llm``; returns the validated output (a ``Message`` for ``output=None``).
+
+    Raises :class:`TaskFailed` for every failure: server error, timeout, invalid output twice.
+    """
+    if not isinstance(inp, task.input):
+        inp = task.input.model_validate(inp)
+    budget = max_tokens or task.max_tokens
+    started = time.perf_counter()
+    perform = getattr(llm, "perform", None)
+    try:
+        if perform is not None:
+            out = perform(task, inp, tools=tools)
+            result = out if task.output is None else _validate(task, out)
+            _record(Usage(task.name, llm.label, count_tokens(task.render(inp)), 0,
+                          (time.perf_counter() - started) * 1000, estimated=True))
+            return result
+        return _run_remote(llm, task, inp, tools, budget, started)
+    except TaskFailed:
+        raise
+    except (ValidationError, ValueError, LLMError) as exc:
+        _record(Usage(task.name, llm.label, 0, 0, (time.perf_counter() - started) * 1000, ok=False))
+        raise TaskFailed(task.name, str(exc).splitlines()[0]) from exc
+
+
+def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools, budget: int, started: float):
+    messages = task.messages(inp)
+    if task.output is None:
+        reply = llm.chat(messages, tools=tools or None, tool_choice="auto" if tools else None,
+                         max_tokens=budget)
+        _record(_usage_of(task, llm, messages, reply, started))
+        if not reply.tool_calls and is_placeholder(reply.content):
+            raise TaskFailed(task.name, "the model returned an empty reply", reply.content)
+        return reply
+    response_format = {"type": "json_schema",
+                       "json_schema": {"name": task.name, "schema": task.schema(), "strict": False}}
+    error = raw = None
+    for attempt in range(2):
+        reply = llm.chat(messages, response_format=response_format, max_tokens=budget)
+        _record(_usage_of(task, llm, messages, reply, started, attempt))
+        raw = reply.content
+        try:
+            return _validate(task, parse_json(raw))
+        except (ValueError, ValidationError) as exc:
+            error = _short_error(exc)
+            log.info("task %s: invalid output (%s), %s", task.name, error,
+                     "repairing once" if attempt == 0 else "giving up")
+            messages = [*messages, Message(role="assistant", content=raw or ""),
+                        Message(role="user", content=f"That answer was invalid: {error}. Reply again with "
+                                                     "only a JSON object that matches the schema.")]
+    raise TaskFailed(task.name, f"invalid output after one repair: {error}", raw)
+
+
+def _short_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:3])
+    return str(exc)[:200]
+
+
+def _usage_of(task: Task, llm, messages, reply: Message, started: float, attempt: int = 0) -> Usage:
+    usage = getattr(reply, "usage", None) or {}
+    prompt = usage.get("prompt_tokens")
+    completion = usage.get("completion_tokens")
+    return Usage(task.name, getattr(llm, "label", type(llm).__name__),
+                 prompt if prompt is not None else count_tokens(messages),
+                 completion if completion is not None else count_tokens(reply.content or ""),
+                 (time.perf_counter() - started) * 1000, estimated=prompt is None)
