@@ -2,19 +2,27 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The CPU build of torch; a bare `torch` pulls a multi-GB CUDA build on Linux.
+# The CPU build of torch; a bare `torch` from PyPI is a multi-GB CUDA build on Linux.
+# On Linux, PyTorch's own CPU wheel index is offered to pip (set TORCH_INDEX= to skip it);
+# if it cannot be reached, the pinned spec comes from PyPI. The line printed says which build landed.
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?= $(if $(filter Linux,$(shell uname -s)),https://download.pytorch.org/whl/cpu,)
+# JupyterLab refuses to start as root without --allow-root (containers, cloud workshop machines).
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 STAMP := $(VENV)/.setup-done
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.memorykit/numba_cache
 
-.PHONY: setup lab test test-fast bench redis-start redis-stop redis-status clean
+.PHONY: setup lab test test-all test-fast bench redis-start redis-stop redis-status clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	@if [ -n "$(TORCH_INDEX)" ] && $(PY) -m pip install --quiet --timeout 15 --retries 0 \
+	      --extra-index-url "$(TORCH_INDEX)" "$(TORCH_SPEC)" 2>/dev/null; then :; \
+	else $(PY) -m pip install --quiet "$(TORCH_SPEC)"; fi
+	@$(PY) -c "import torch; print('torch', torch.__version__, '- CUDA build' if torch.version.cuda else '- CPU-only build')"
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
@@ -28,9 +36,14 @@ redis-status:
 	$(PY) -m memorykit.server status
 
 lab: redis-start
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(LAB_ARGS) $(LAB_EXTRA) notebooks/
 
+# Quick for learners: unit tests and every notebook. CI runs everything with `make test-all`.
+SLOW := real_llm or faults or load or cluster or browser or exercises or lab
 test: setup
+	$(PY) -m pytest -m "not ($(SLOW))"
+
+test-all: setup
 	$(PY) -m pytest
 
 test-fast: setup

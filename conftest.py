@@ -19,3 +19,17 @@ def pytest_configure(config):
     import memorykit as mk
 
     os.environ["REDIS_URL"] = mk.redis_url()
+
+
+SUITES = {"browser": "browser", "faults": "faults", "load": "load", "real_llm": "real_llm"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests in tests/<suite>/ carry that suite's marker, so `make test` can leave them to CI."""
+    import pytest
+
+    for item in items:
+        parts = item.path.parts
+        for folder, marker in SUITES.items():
+            if "tests" in parts and folder in parts:
+                item.add_marker(getattr(pytest.mark, marker))

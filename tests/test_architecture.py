@@ -1,0 +1,110 @@
+"""The package's shape, checked: layers import downward only, no cycles, small modules,
+the offline backend reachable only through the factory, a small public surface."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import memorykit
+
+PKG = Path(memorykit.__file__).resolve().parent
+LAYERS = {"core": 0, "llm": 1, "memory": 2, "agent": 3, "course": 4}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG.parent).with_suffix("")
+        name = ".".join(rel.parts)
+        out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS | {"offline": 0}) else "core"
+
+
+def imports_of(name: str, path: Path) -> set[str]:
+    """memorykit modules imported at module level (function-level imports are lazy, still counted)."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("memorykit"):
+                found.add(target)
+                for alias in node.names:
+                    if f"{target}.{alias.name}" in modules():
+                        found.add(f"{target}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("memorykit")}
+    return found
+
+
+def test_layers_import_downward_only():
+    bad = []
+    for name, path in modules().items():
+        if name == "memorykit" or layer(name) == "offline":
+            continue
+        for target in imports_of(name, path):
+            if target == "memorykit" or layer(target) == "offline":
+                if layer(target) == "offline" and name != "memorykit.llm.factory":
+                    bad.append(f"{name} -> {target} (only llm.factory may import offline)")
+                continue
+            if LAYERS[layer(target)] > LAYERS[layer(name)]:
+                bad.append(f"{name} -> {target}")
+    assert bad == []
+
+
+def test_no_import_cycles():
+    graph = {n: {t for t in imports_of(n, p) if t in modules() and t != n} for n, p in modules().items()}
+    # package __init__ re-exports are lazy (PEP 562), so edges into 'memorykit' itself are not cycles
+    graph = {n: {t for t in ts if t != "memorykit"} for n, ts in graph.items()}
+    seen, stack, cycles = set(), [], []
+
+    def visit(node):
+        if node in stack:
+            cycles.append(stack[stack.index(node):] + [node])
+            return
+        if node in seen:
+            return
+        seen.add(node)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            visit(nxt)
+        stack.pop()
+
+    for node in graph:
+        visit(node)
+    assert cycles == []
+
+
+def test_no_module_over_450_lines():
+    big = {n: len(p.read_text().splitlines()) for n, p in modules().items()}
+    assert {n: c for n, c in big.items() if c > 450} == {}
+
+
+def test_library_core_is_small():
+    core = sum(len(p.read_text().splitlines()) for n, p in modules().items()
+               if layer(n) not in ("offline", "course"))
+    assert core <= 4500, core
+
+
+def test_offline_markers_stay_in_offline():
+    pattern = re.compile(r"\(offline\)|\[task:")
+    hits = [n for n, p in modules().items() if layer(n) != "offline" and pattern.search(p.read_text())]
+    assert hits == []
+
+
+def test_public_surface():
+    assert len(memorykit.__all__) <= 40
+    for name in memorykit.__all__:
+        assert getattr(memorykit, name) is not None
