@@ -12,6 +12,9 @@ from urllib.parse import quote
 from .errors import ValidationError
 
 MAX_ID_LENGTH = 256
+# Key structures that embed a user id right after their name: ns:<structure>:<user>[:...]
+USER_KEY_STRUCTURES = ("thread", "user", "feedback", "msgvec", "memhash",
+                       "working:user", "working:conversation")
 _NAMESPACE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
 
 
@@ -44,3 +47,12 @@ def encode(part: str) -> str:
 def key(namespace: str, *parts: str) -> str:
     """``key("ns", "thread", user, thread)`` -> ``ns:thread:<user>:<thread>``, ids encoded."""
     return ":".join([namespace, *(encode(p) for p in parts)])
+
+
+def user_key(namespace: str, structure: str, user_id: str, *parts: str) -> str:
+    """``user_key("ns", "thread", user, thread)`` -> ``ns:thread:{<user>}:<thread>``, ids encoded.
+
+    The user is a Redis Cluster hash tag, so every key of one user lands in one slot and a
+    script or transaction over a user's thread, summary and thread set stays valid on a cluster.
+    """
+    return ":".join([namespace, structure, "{" + encode(user_id) + "}", *(encode(p) for p in parts)])

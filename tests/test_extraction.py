@@ -7,7 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memorykit as mk
-from memorykit.extraction import TYPES, extraction_messages, parse_memories, rule_extract
+from memorykit.errors import LLMError
+from memorykit.memory.extraction import EXTRACT, TYPES, ExtractInput, parse_memories
+from memorykit.offline.extract import rule_extract
 
 C = mk.CandidateMemory
 
@@ -33,7 +35,7 @@ def test_parse_what_models_return(reply, expected):
                                      '[{"type": "procedural-ish", "content": "x"}]', '[{"type": "episodic"}]',
                                      '[1, 2, 3]', '{"foo": "bar"}'])
 def test_garbage_gives_no_memories_and_a_warning(garbage, caplog):
-    with caplog.at_level(logging.WARNING, logger="memorykit.extraction"):
+    with caplog.at_level(logging.WARNING, logger="memorykit.memory.extraction"):
         assert parse_memories(garbage) == []
     assert caplog.records, "garbage must be logged, not silently dropped"
 
@@ -50,15 +52,19 @@ def test_parse_never_raises(text):
 
 
 class Boom:
-    def chat(self, messages, tools=None, response_format=None):
-        raise mk.LLMError("server down")
+    label = "boom"
+
+    def chat(self, messages, tools=None, response_format=None, **kwargs):
+        raise LLMError("server down")
 
 
 class Says:
+    label = "says"
+
     def __init__(self, text):
         self.text = text
 
-    def chat(self, messages, tools=None, response_format=None):
+    def chat(self, messages, tools=None, response_format=None, **kwargs):
         return mk.Message(role="assistant", content=self.text)
 
 
@@ -72,9 +78,39 @@ def test_extract_never_raises_into_a_chat_turn(caplog):
     assert mk.extract_memories([], llm=Boom()) == []
 
 
+class Recording(Says):
+    def __init__(self, text):
+        super().__init__(text)
+        self.requests = []
+
+    def chat(self, messages, tools=None, response_format=None, **kwargs):
+        self.requests.append(dict(messages=messages, response_format=response_format, **kwargs))
+        return super().chat(messages)
+
+
+def test_placeholders_are_dropped_and_a_placeholder_only_answer_is_repaired_once():
+    llm = Recording('{"memories": [{"type": "episodic", "content": "..."}, '
+                    '{"type": "episodic", "content": "User likes tea"}]}')
+    assert mk.extract_memories("I like tea", llm=llm) == [C("episodic", "User likes tea")]
+    only = Recording('{"memories": [{"type": "episodic", "content": "<fact>"}]}')
+    assert mk.extract_memories("I like tea", llm=only) == []
+    assert len(only.requests) == 2 and "real content" in only.requests[1]["messages"][-1].content
+
+
+def test_requests_are_bounded_and_ask_for_the_schema():
+    llm = Recording('{"memories": []}')
+    assert mk.extract_memories("I like tea", llm=llm) == []
+    (req,) = llm.requests
+    assert req["max_tokens"] == EXTRACT.max_tokens == 400
+    assert req["response_format"]["type"] == "json_schema"
+    schema = req["response_format"]["json_schema"]["schema"]
+    assert schema["type"] == "object" and "memories" in schema["properties"]
+
+
 def test_prompt_names_the_task_and_both_types():
-    msgs = extraction_messages([mk.Message(role="user", content="I went to Paris")])
-    assert msgs[0].content.startswith("[task: extract_memories]")
+    msgs = EXTRACT.messages(ExtractInput(messages=[mk.Message(role="user", content="I went to Paris")]))
+    assert EXTRACT.name == "extract_memories" and msgs[0].role == "system"
+    assert "[task:" not in msgs[0].content and "(offline)" not in msgs[0].content
     assert "EPISODIC" in msgs[0].content and "SEMANTIC" in msgs[0].content
     assert "user: I went to Paris" in msgs[1].content
 

@@ -6,13 +6,15 @@ import uuid
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from redisvl.query import VectorQuery
+from redisvl.query import FilterQuery, VectorQuery
 from redisvl.query.filter import Num, Tag
 
 import memorykit as mk
 from memorykit.errors import SchemaMismatchError, ValidationError
-from memorykit.keys import key
-from memorykit.long_term import USER_KEY_STRUCTURES, ensure_index, memory_schema, user_scope
+from memorykit.config import settings as mk_settings
+from memorykit.keys import USER_KEY_STRUCTURES, key
+from memorykit.memory.index import content_hash, ensure_index, owner_filter, row_ids, user_scope
+from memorykit.memory.long_term import format_memories, memory_schema
 
 from conftest import drop_namespace
 
@@ -63,7 +65,7 @@ def test_distance_threshold_turns_knn_into_range(store):
 def test_calibrated_default_threshold_recalls_the_raphael_question(store):
     store.add("User went to Paris in 2009 for their honeymoon", user_id="raphael")
     hits = store.search("Where did I go back in 2009?", user_id="raphael",
-                        distance_threshold=mk.settings().distance_threshold)
+                        distance_threshold=mk_settings().distance_threshold)
     assert [h.memory.content for h in hits] == ["User went to Paris in 2009 for their honeymoon"]
 
 
@@ -106,11 +108,69 @@ def test_update_re_embeds(store, r, emb):
     assert max(abs(a - b) for a, b in zip(v_new, emb.embed("User plays the violin in an orchestra"))) < 1e-5
     hit = store.search("User plays the violin in an orchestra", user_id="u", k=1)[0]
     assert hit.memory.id == m.id and hit.distance < 0.01
-    assert store.get(m.id).content_hash == mk.content_hash("user plays the violin in an orchestra!")
+    assert store.get(m.id).content_hash == content_hash("user plays the violin in an orchestra!")
     store.update(m.id, topics=["music"])  # no content change: the vector stays
     assert r.json().get(store.key(m.id), "$.embedding")[0] == pytest.approx(v_new, rel=1e-6, abs=1e-12)
     with pytest.raises(ValidationError):
         store.update("no-such-id", "x")
+
+
+class CountingEmbedder:
+    def __init__(self, emb):
+        self.emb, self.dims, self.calls = emb, emb.dims, 0
+
+    def embed(self, text):
+        self.calls += 1
+        return self.emb.embed(text)
+
+    def embed_many(self, texts, **kw):
+        self.calls += 1
+        return self.emb.embed_many(texts, **kw)
+
+
+def test_search_with_the_turns_vector_embeds_nothing(r, emb, ns):
+    counting = CountingEmbedder(emb)
+    store = mk.MemoryStore(r, counting, namespace=ns)
+    paris = store.add("User went to Paris in 2009 for their honeymoon", user_id="u")
+    store.add("User prefers window seats", user_id="u")
+    before = counting.calls
+    vector = emb.embed("Where did I travel in 2009?")
+    hits = store.search("Where did I travel in 2009?", user_id="u", k=2, vector=vector)
+    assert counting.calls == before and hits[0].memory.id == paris.id
+    assert [h.distance for h in hits] == [h.distance for h in store.search("Where did I travel in 2009?",
+                                                                           user_id="u", k=2)]
+    assert counting.calls == before + 1
+    assert (hits[0].text_score, hits[0].recency, hits[0].score, hits[0].rank) == (None, None, None, None)
+
+
+def test_history_is_the_supersession_chain_oldest_first(store):
+    a, b, c = store.add_many([{"content": f"User lives in {city}", "user_id": "u"}
+                              for city in ("Lisbon", "Berlin", "Oslo")])
+    a.superseded_by, a.invalid_at = b.id, time.time()
+    b.supersedes, b.superseded_by, b.invalid_at = a.id, c.id, time.time()
+    c.supersedes = b.id
+    for m in (a, b, c):
+        store._write(m)
+    assert [m.id for m in store.history(b.id)] == [a.id, b.id, c.id]
+    assert [m.id for m in store.history(c.id)] == [a.id, b.id, c.id]
+    assert [h.memory.id for h in store.search("Where does the user live?", user_id="u", k=3)] == [c.id]
+    store.delete(a.id)
+    assert [m.id for m in store.history(c.id)] == [b.id, c.id]  # a missing link ends the chain
+    with pytest.raises(ValidationError):
+        store.history("no-such-id")
+
+
+def test_owner_filter_matches_one_owner_exactly(store):
+    for u in ("bob", "Bob", "bob ", "bob,alice", "alice"):
+        store.add(f"User {u!r} keeps a diary", user_id=u)
+    for u in ("bob", "Bob", "bob ", "bob,alice"):
+        q = FilterQuery(filter_expression=owner_filter(u), return_fields=["id"], num_results=10)
+        owners = {m.user_id for m in store.get_many(row_ids(store.index.query(q)))}
+        assert owners == {u}
+    both = FilterQuery(filter_expression=owner_filter(["bob", "alice"]), return_fields=["id"], num_results=10)
+    assert {m.user_id for m in store.get_many(row_ids(store.index.query(both)))} == {"bob", "alice"}
+    with pytest.raises(ValidationError):
+        owner_filter([])
 
 
 def test_list_count_delete(store):
@@ -188,11 +248,11 @@ def test_forget_user_leaves_no_key_behind(r, emb, ns):
 def test_format_memories_context_block(store):
     store.add("User went to Paris in 2009", user_id="u")
     store.add("Paris has a metro", memory_type="semantic")
-    block = mk.format_memories(store.search("Paris", user_id="u"))
+    block = format_memories(store.search("Paris", user_id="u"))
     lines = block.splitlines()
     assert "do not mention" in lines[0].lower() and not lines[0].startswith("- ")
     assert sorted(lines[1:]) == ["- [EPISODIC] User went to Paris in 2009", "- [SEMANTIC] Paris has a metro"]
-    assert mk.format_memories([]) == ""
+    assert format_memories([]) == ""
 
 
 # ---------------------------------------------------------------- isolation under adversarial ids

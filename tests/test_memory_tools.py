@@ -4,7 +4,9 @@ import json
 import pytest
 
 import memorykit as mk
-from memorykit.tools import call_tool, schemas
+from memorykit.config import settings
+from memorykit.llm.tools import call_tool, schemas
+from memorykit.memory.long_term import format_memories
 
 
 @pytest.fixture
@@ -81,8 +83,8 @@ def test_offline_model_decides_to_search_then_answers(store, llm):
 
 def test_context_block_feeds_the_offline_reply(store, llm):
     hits = store.search("Where did I go back in 2009?", user_id="raphael",
-                        distance_threshold=mk.settings().distance_threshold)
-    system = "You are a travel assistant.\n" + mk.format_memories(hits)
+                        distance_threshold=settings().distance_threshold)
+    system = "You are a travel assistant.\n" + format_memories(hits)
     answer = llm.chat([mk.Message(role="system", content=system),
                        mk.Message(role="user", content="Where did I go back in 2009?")]).content
     assert "Paris" in answer

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import settings
+from ..keys import check_id
 from ..llm.tools import Tool, ToolError
+from ..memory.index import memory_type_list
 
 
 def memory_tools(store, user_id: str, *, distance_threshold: float | None = None, k: int = 5,
@@ -14,10 +17,6 @@ def memory_tools(store, user_id: str, *, distance_threshold: float | None = None
     another user's memories. Writes go through ``store.remember`` (hash -> semantic ->
     decision), so repeating a fact does not duplicate it.
     """
-    from ..config import settings
-    from ..keys import check_id
-    from ..memory.long_term import memory_type_list
-
     check_id(user_id, "user_id")
     threshold = settings().distance_threshold if distance_threshold is None else distance_threshold
 
@@ -48,7 +47,7 @@ def memory_tools(store, user_id: str, *, distance_threshold: float | None = None
             if mtype not in ("episodic", "semantic"):
                 raise ToolError("memory_type must be 'episodic' or 'semantic'")
             decision = store.remember(content, user_id=user_id, memory_type=mtype, llm=llm)
-            memory = decision.memory
+            memory = decision.memory if decision.memory and decision.memory.user_id == user_id else None
             return {"status": "stored" if decision.action != "NOOP" else "already known",
                     "action": decision.action.lower(), "id": memory.id if memory else None,
                     "content": memory.content if memory else content}

@@ -6,53 +6,37 @@ memories belong to one user and only that user can retrieve them; semantic memor
 (general facts) belong to the ``system`` user unless a user id is given, and every
 user can retrieve the ``system`` ones.
 
-Memories are never overwritten in place when facts change (see :mod:`memorykit.dedup`):
+Memories are never overwritten in place when facts change (see :mod:`memorykit.memory.dedup`):
 an old version gets ``invalid_at`` and ``superseded_by``; searches return only current
 memories unless asked ``as_of`` a moment in the past.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import re
 import time
-import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
 import redis
-from redisvl.index import SearchIndex
 from redisvl.query import CountQuery, FilterQuery, VectorQuery, VectorRangeQuery
-from redisvl.query.filter import FilterExpression, Num, Tag
-from redisvl.schema import IndexSchema
+from redisvl.query.filter import FilterExpression, Tag
 
-from ..config import settings
-from ..errors import SchemaMismatchError, ValidationError
-from ..keys import check_id, check_namespace, encode, key
+from ..errors import ValidationError
+from ..keys import USER_KEY_STRUCTURES, check_id, check_namespace, key  # noqa: F401  (re-exported)
 from ..messages import new_id
+from . import dedup
+from .index import (MEMORY_TYPES, SYSTEM_USER, content_hash, ensure_index,  # noqa: F401  (re-exported)
+                    forget_user, memory_type_list, owner_field, owner_filter, owner_tag, row_ids,
+                    user_scope, validity, visible_owners)
 
 log = logging.getLogger(__name__)
 
-MEMORY_TYPES = ("episodic", "semantic", "procedural")
-SYSTEM_USER = "system"
 MAX_MEMORY_CHARS = 20_000
 DEFAULT_THRESHOLD = None  # KNN by default; pass distance_threshold to cut off far memories
-# Key structures that embed a user id right after their name: ns:<structure>:<user>[:...]
-USER_KEY_STRUCTURES = ("thread", "user", "feedback", "msgvec", "memhash",
-                       "working:user", "working:conversation")
 
 _FIELDS = ("id", "user_id", "memory_type", "content", "content_hash", "topics", "created_at",
            "updated_at", "last_accessed", "valid_from", "invalid_at", "superseded_by", "supersedes",
            "source_thread", "source_messages", "metadata")
-
-
-def content_hash(text: str) -> str:
-    """Hash of the normalized text: case, whitespace, punctuation and unicode forms ignored."""
-    norm = unicodedata.normalize("NFKC", text).casefold()
-    norm = "".join(" " if unicodedata.category(c).startswith(("P", "S")) else c for c in norm)
-    norm = re.sub(r"\s+", " ", norm).strip()
-    return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:32]
 
 
 @dataclass
@@ -90,15 +74,22 @@ class Memory:
 
 @dataclass
 class MemoryHit:
+    """A memory found by a search: its cosine ``distance`` (0 = same meaning) and, when the
+    search ranked by more than the vector (hybrid / recency), the score components."""
+
     memory: Memory
     distance: float
+    text_score: float | None = None
+    recency: float | None = None
+    score: float | None = None
+    rank: int | None = None
 
     def __repr__(self) -> str:
         return f"MemoryHit({self.distance:.3f}, [{self.memory.memory_type}] {self.memory.content!r})"
 
 
 def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
-    """The RedisVL schema of the memory index (the seed's ``memoryIdx``, extended)."""
+    """The RedisVL schema of the memory index (the travel-agent demo's ``memoryIdx``, extended)."""
     return {
         "index": {"name": f"{namespace}_memories", "prefix": f"{namespace}:memory",
                   "storage_type": "json"},
@@ -106,10 +97,10 @@ def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
             {"name": "content", "type": "text"},
             # the owner is indexed percent-encoded and case-sensitive: raw tags are split on
             # commas, trimmed and case-folded, so "Bob", "bob " and "a,b" would match "bob" / "a"
-            {"name": "user_id", "path": "$.user_tag", "type": "tag",
-             "attrs": {"case_sensitive": True}},
+            owner_field("user_id"),
             {"name": "memory_type", "type": "tag"},
             {"name": "topics", "path": "$.topics[*]", "type": "tag"},
+            {"name": "speaker", "path": "$.metadata.speaker", "type": "tag"},  # who said it (retrieval cues)
             {"name": "content_hash", "type": "tag"},
             {"name": "created_at", "type": "numeric"},
             {"name": "last_accessed", "type": "numeric"},
@@ -120,113 +111,6 @@ def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
                        "datatype": "float32"}},
         ],
     }
-
-
-_COMPARED_ATTRS = ("case_sensitive", "separator", "index_missing", "dims", "algorithm",
-                   "distance_metric", "datatype")
-
-
-def _signature(schema: IndexSchema) -> dict[str, Any]:
-    """What must match between the code's schema and the index in Redis."""
-    def value(v):
-        return getattr(v, "value", v)
-
-    fields = {}
-    for name, fld in schema.fields.items():
-        attrs = {a: str(value(getattr(fld.attrs, a))).lower() for a in _COMPARED_ATTRS
-                 if hasattr(fld.attrs, a)}
-        fields[name] = (str(value(fld.type)).lower(), getattr(fld, "path", None), attrs)
-    return {"prefix": schema.index.prefix, "storage": str(value(schema.index.storage_type)),
-            "fields": fields}
-
-
-def _differences(want: dict[str, Any], have: dict[str, Any]) -> list[str]:
-    out = [f"{k}: index has {have[k]!r}, code expects {want[k]!r}"
-           for k in ("prefix", "storage") if want[k] != have[k]]
-    for name in sorted(set(want["fields"]) | set(have["fields"])):
-        w, h = want["fields"].get(name), have["fields"].get(name)
-        if w != h:
-            out.append(f"field {name!r}: index has {h}, code expects {w}")
-    return out
-
-
-def ensure_index(client: redis.Redis, schema: dict[str, Any]) -> SearchIndex:
-    """Create the index if missing (idempotent); if it exists with another schema, say so clearly."""
-    wanted = IndexSchema.from_dict(schema)
-    index = SearchIndex(wanted, redis_client=client)
-    if not index.exists():
-        try:
-            index.create(overwrite=False)
-            return index
-        except Exception:  # another process created it between exists() and create()
-            if not index.exists():
-                raise
-    name = schema["index"]["name"]
-    existing = SearchIndex.from_existing(name, redis_client=client)
-    diffs = _differences(_signature(wanted), _signature(existing.schema))
-    if diffs:
-        raise SchemaMismatchError(
-            f"index {name!r} exists in Redis with a different schema than this code expects:\n  "
-            + "\n  ".join(diffs)
-            + f"\nDrop it (`FT.DROPINDEX {name}`: the documents stay and can be re-indexed) "
-            "or use another namespace."
-        )
-    return index
-
-
-_TAG_SAFE = str.maketrans({"_": "%5F", ".": "%2E", "-": "%2D", "~": "%7E"})
-
-
-def owner_tag(user_id: str) -> str:
-    """The indexed form of an id: percent-encoded down to letters, digits and ``%``.
-
-    No id can then look like another to a TAG field (which splits on commas, trims spaces
-    and, unless case-sensitive, folds case), nor break the query syntax (a lone ``_`` does).
-    """
-    return encode(user_id).translate(_TAG_SAFE)
-
-
-def memory_type_list(memory_types: str | Sequence[str] | None) -> list[str]:
-    """Normalize ``"episodic"`` / ``["EPISODIC", "semantic"]`` / None (all readable types)."""
-    if memory_types is None:
-        return ["episodic", "semantic"]
-    if isinstance(memory_types, str):
-        memory_types = [memory_types]
-    out = [str(t).strip().lower() for t in memory_types]
-    unknown = [t for t in out if t not in MEMORY_TYPES]
-    if unknown or not out:
-        raise ValidationError(f"memory_types must be among {MEMORY_TYPES}, got {list(memory_types)}")
-    return out
-
-
-def visible_owners(user_id: str | None, memory_type: str) -> list[str]:
-    """Whose memories of this type a user may read: own ones, plus the system's semantic ones."""
-    if memory_type == "semantic":
-        return [SYSTEM_USER] + ([user_id] if user_id and user_id != SYSTEM_USER else [])
-    return [user_id] if user_id is not None else []
-
-
-def user_scope(user_id: str | None, memory_types: str | Sequence[str] | None) -> FilterExpression:
-    """Who may see what: own episodic / procedural memories, own + system semantic ones."""
-    parts = []
-    for mtype in memory_type_list(memory_types):
-        owners = visible_owners(user_id, mtype)
-        if owners:
-            parts.append((Tag("memory_type") == mtype)
-                         & (Tag("user_id") == [owner_tag(o) for o in owners]))
-    if not parts:
-        raise ValidationError("a user_id is needed to search episodic or procedural memories")
-    expr = parts[0]
-    for p in parts[1:]:
-        expr = expr | p
-    return expr
-
-
-def validity(as_of: float | None = None) -> FilterExpression:
-    """Current memories, or those that were true at ``as_of`` (a Unix time)."""
-    if as_of is None:
-        return Num("invalid_at").is_missing()
-    return (Num("valid_from") <= as_of) & (Num("invalid_at").is_missing() | (Num("invalid_at") > as_of))
 
 
 class MemoryStore:
@@ -382,10 +266,15 @@ class MemoryStore:
                memory_types: Sequence[str] = ("episodic", "semantic"), k: int = 5,
                distance_threshold: float | None = None, *, topics: Sequence[str] | None = None,
                filters: FilterExpression | None = None, as_of: float | None = None,
-               include_superseded: bool = False, touch: bool = True) -> list[MemoryHit]:
+               include_superseded: bool = False, touch: bool = True,
+               vector: Sequence[float] | None = None, mode: str = "vector",
+               recency=None) -> list[MemoryHit]:
         """Nearest memories the user may see, closest first, with cosine distances (0 = same).
 
-        ``distance_threshold`` (or the store's default) turns KNN into a range query.
+        ``distance_threshold`` (or the store's default) turns KNN into a range query;
+        ``vector`` is the query's embedding when the caller already has it (embed once per turn).
+        ``mode="text"`` / ``"hybrid"`` (BM25 / BM25 + KNN fused) and ``recency`` (a
+        :class:`~memorykit.memory.retrieval.Recency` or True) rank as in :mod:`.retrieval`.
         """
         if user_id is not None:
             check_id(user_id, "user_id")
@@ -393,28 +282,40 @@ class MemoryStore:
             extra = Tag("topics") == [t.lower() for t in topics]
             filters = extra if filters is None else filters & extra
         expr = self._filter(user_id, memory_types, as_of, include_superseded, filters)
-        vector = self.embedder.embed(query)
+        vector = list(vector) if vector is not None else self.embedder.embed(query)
         threshold = distance_threshold if distance_threshold is not None else self.distance_threshold
+        if mode != "vector" or recency:  # text / hybrid / recency: memory/retrieval.py
+            from . import retrieval
+
+            hits = retrieval.search(self, query, vector, expr, user_id=user_id,
+                                    memory_types=memory_types, k=k, mode=mode, recency=recency)
+        else:
+            hits = self._hits(self._vector_rows(vector, expr, k, threshold), user_id, memory_types)
+        if touch:
+            self.touch([h.memory for h in hits])
+        return hits
+
+    def _vector_rows(self, vector, expr, k: int, threshold: float | None) -> list[dict[str, Any]]:
+        """KNN (or range, with a threshold) rows ``{"id", "vector_distance"}``, closest first."""
         if threshold is None:
             q = VectorQuery(vector, "embedding", return_fields=["id"], num_results=k,
                             filter_expression=expr)
         else:
             q = VectorRangeQuery(vector, "embedding", return_fields=["id"], num_results=k,
                                  distance_threshold=threshold, filter_expression=expr)
-        rows = self.index.query(q)
-        rows = sorted(rows, key=lambda row: float(row["vector_distance"]))[:k]
-        memories = self.get_many([row["id"].rsplit(":", 1)[-1] for row in rows])
+        return sorted(self.index.query(q), key=lambda row: float(row["vector_distance"]))[:k]
+
+    def _hits(self, rows, user_id, memory_types) -> list[MemoryHit]:
+        """Rows -> MemoryHits, read in one pipeline; drops anything outside the user's scope."""
         allowed = {(t, o) for t in memory_type_list(memory_types) for o in visible_owners(user_id, t)}
         hits = []
-        for memory, row in zip(memories, rows):
+        for memory, row in zip(self.get_many(row_ids(rows)), rows):
             if memory is None:
                 continue
             if (memory.memory_type, memory.user_id) not in allowed:  # defence in depth
                 log.error("memory %s of another user matched a scoped search; dropped", memory.id)
                 continue
             hits.append(MemoryHit(memory, float(row["vector_distance"])))
-        if touch:
-            self.touch([h.memory for h in hits])
         return hits
 
     def list(self, user_id: str | None = None, memory_types: Sequence[str] = ("episodic", "semantic"),
@@ -424,41 +325,50 @@ class MemoryStore:
         expr = self._filter(user_id, memory_types, as_of, include_superseded, None)
         q = FilterQuery(filter_expression=expr, return_fields=["id"], num_results=limit)
         q.sort_by("created_at", asc=False)
-        ids = [row["id"].split(":")[-1] for row in self.index.query(q)]
-        return [m for m in self.get_many(ids) if m]
+        return [m for m in self.get_many(row_ids(self.index.query(q))) if m]
 
     def find_exact(self, content: str, user_id: str | None = None,
                    memory_types: str | Sequence[str] = ("episodic", "semantic")) -> list[Memory]:
         """Current memories the user may see whose normalized text equals ``content`` (hash match)."""
         expr = self._filter(user_id, memory_types, None, False, Tag("content_hash") == content_hash(content))
         q = FilterQuery(filter_expression=expr, return_fields=["id"], num_results=100)
-        return [m for m in self.get_many([row["id"].rsplit(":", 1)[-1] for row in self.index.query(q)]) if m]
+        return [m for m in self.get_many(row_ids(self.index.query(q))) if m]
 
     def count(self, user_id: str | None = None,
               memory_types: Sequence[str] = ("episodic", "semantic")) -> int:
         expr = self._filter(user_id, memory_types, None, False, None)
         return int(self.index.query(CountQuery(filter_expression=expr)))
 
-    # ------------------------------------------------------------------ consolidation
+    def history(self, memory_id: str) -> list[Memory]:
+        """The supersession chain ``memory_id`` belongs to, oldest first (a missing link ends it)."""
+        start = self.get(memory_id)
+        if start is None:
+            raise ValidationError(f"no memory with id {memory_id!r}")
+        seen = {start.id}
+        older = self._walk(start, "supersedes", seen)
+        return older[::-1] + [start] + self._walk(start, "superseded_by", seen)
+
+    def _walk(self, start: Memory, link: str, seen: set[str]) -> list[Memory]:
+        chain, cur = [], start
+        while getattr(cur, link) and getattr(cur, link) not in seen:
+            nxt = self.get(getattr(cur, link))
+            if nxt is None:
+                break
+            chain.append(nxt)
+            seen.add(nxt.id)
+            cur = nxt
+        return chain
+
+    # ------------------------------------------------------------------ consolidation (memory/dedup.py)
     def remember(self, content: str, user_id: str | None = None, memory_type: str = "episodic", *,
                  observed_at: float | None = None, llm=None, **kwargs):
-        """The agent's write path: hash -> semantic -> decision -> apply (see memorykit.dedup)."""
-        from .dedup import remember
-
-        return remember(self, content, user_id=user_id, memory_type=memory_type,
-                        observed_at=observed_at, llm=llm, **kwargs)
-
-    def history(self, memory_id: str) -> list[Memory]:
-        """The supersession chain that ``memory_id`` belongs to, oldest first."""
-        from .dedup import history
-
-        return history(self, memory_id)
+        """The agent's write path: hash -> semantic -> decision -> apply (see memory/dedup.py)."""
+        return dedup.remember(self, content, user_id=user_id, memory_type=memory_type,
+                              observed_at=observed_at, llm=llm, **kwargs)
 
     def consolidate(self, user_id: str, **kwargs):
-        """Merge clusters of duplicates already stored for this user (see memorykit.dedup)."""
-        from .dedup import consolidate
-
-        return consolidate(self, user_id, **kwargs)
+        """Merge clusters of duplicates already stored for this user (see memory/dedup.py)."""
+        return dedup.consolidate(self, user_id, **kwargs)
 
     # ------------------------------------------------------------------ privacy
     def forget_user(self, user_id: str) -> int:
@@ -468,7 +378,7 @@ class MemoryStore:
     def drop(self) -> None:
         """Drop the index, every memory document and the dedup ledgers of this namespace."""
         self.index.delete(drop=True)
-        ledgers = list(self.redis.scan_iter(match=f"{self.namespace}:memhash:*", count=1000))
+        ledgers = list(self.redis.scan_iter(match=key(self.namespace, "memhash") + ":*", count=1000))
         for i in range(0, len(ledgers), 500):
             self.redis.delete(*ledgers[i : i + 500])
 
@@ -499,53 +409,3 @@ def format_memories(items: Iterable[Any], header: str = MEMORY_CONTEXT_HEADER) -
         tag = f"[{str(mtype).upper()}] " if mtype else ""
         lines.append(f"- {tag}{' '.join(str(content).split())}")
     return "\n".join([header, *lines]) if lines else ""
-
-
-def _indexes_with_user_field(client: redis.Redis, namespace: str) -> list[SearchIndex]:
-    found = []
-    for name in client.execute_command("FT._LIST"):
-        name = name.decode() if isinstance(name, bytes) else name
-        if not name.startswith(f"{namespace}_"):
-            continue
-        index = SearchIndex.from_existing(name, redis_client=client)
-        if "user_id" in index.schema.fields:
-            found.append(index)
-    return found
-
-
-def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None) -> int:
-    """Delete a user's documents in every index of the namespace and every per-user key.
-
-    Works from the key layout: per-user structures put the encoded user id right after
-    their name (``ns:thread:<user>:...``), and indexed documents carry a ``user_id`` tag.
-    Cached embeddings of the user's texts are dropped too when ``embedder`` is given.
-    """
-    check_id(user_id, "user_id")
-    if user_id == SYSTEM_USER:
-        raise ValidationError("refusing to forget the shared 'system' user")
-    doomed: set[str] = set()
-    texts: list[str] = []
-    for index in _indexes_with_user_field(client, namespace):
-        # memory indexes hold the owner percent-encoded (see memory_schema); others the raw id
-        encoded = getattr(index.schema.fields["user_id"], "path", None) == "$.user_tag"
-        value = owner_tag(user_id) if encoded else user_id
-        fields = ["id", "user_id"] + [f for f in ("content", "text") if f in index.schema.fields]
-        q = FilterQuery(filter_expression=Tag("user_id") == value, return_fields=fields,
-                        num_results=1000)
-        for page in index.paginate(q, page_size=500):
-            for row in page:
-                if row.get("user_id") != value:  # a case-folding tag index matched "Bob" for "bob"
-                    continue
-                doomed.add(row["id"])
-                texts.extend(row[f] for f in fields[2:] if row.get(f))
-    user = encode(user_id)
-    for structure in USER_KEY_STRUCTURES:
-        doomed.update(client.scan_iter(match=f"{namespace}:{structure}:{user}", count=1000))
-        doomed.update(client.scan_iter(match=f"{namespace}:{structure}:{user}:*", count=1000))
-    if embedder is not None and texts:
-        embedder.forget(texts)
-    deleted = 0
-    doomed_list = sorted(doomed)
-    for i in range(0, len(doomed_list), 500):
-        deleted += client.delete(*doomed_list[i : i + 500])
-    return deleted

@@ -1,0 +1,217 @@
+"""Shared RedisVL index helpers: index creation with schema checks, owner tags and scope filters.
+
+Every store (long-term memories, procedures, feedback, message vectors) keeps its documents
+in a RedisVL index and scopes each query to an owner. The owner is indexed percent-encoded
+(:func:`owner_tag`) in a case-sensitive TAG field, and every scoped query is built by
+:func:`owner_filter` or :func:`user_scope`, so no store writes its own tag syntax.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from typing import Any, Iterable, Sequence
+
+import redis
+from redisvl.index import SearchIndex
+from redisvl.query import FilterQuery
+from redisvl.query.filter import FilterExpression, Num, Tag
+from redisvl.schema import IndexSchema
+
+from ..errors import SchemaMismatchError, ValidationError
+from ..keys import USER_KEY_STRUCTURES, check_id, encode
+
+MEMORY_TYPES = ("episodic", "semantic", "procedural")
+SYSTEM_USER = "system"
+
+__all__ = ["MEMORY_TYPES", "SYSTEM_USER", "content_hash", "ensure_index", "owner_tag", "owner_field",
+           "owner_filter", "memory_type_list", "visible_owners", "user_scope", "validity", "row_ids",
+           "forget_user"]
+
+
+def content_hash(text: str) -> str:
+    """Hash of the normalized text: case, whitespace, punctuation and unicode forms ignored."""
+    norm = unicodedata.normalize("NFKC", text).casefold()
+    norm = "".join(" " if unicodedata.category(c).startswith(("P", "S")) else c for c in norm)
+    norm = re.sub(r"\s+", " ", norm).strip()
+    return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:32]
+
+
+# ---------------------------------------------------------------- index creation
+_COMPARED_ATTRS = ("case_sensitive", "separator", "index_missing", "dims", "algorithm",
+                   "distance_metric", "datatype")
+
+
+def _signature(schema: IndexSchema) -> dict[str, Any]:
+    """What must match between the code's schema and the index in Redis."""
+    def value(v):
+        return getattr(v, "value", v)
+
+    fields = {}
+    for name, fld in schema.fields.items():
+        attrs = {a: str(value(getattr(fld.attrs, a))).lower() for a in _COMPARED_ATTRS
+                 if hasattr(fld.attrs, a)}
+        fields[name] = (str(value(fld.type)).lower(), getattr(fld, "path", None), attrs)
+    return {"prefix": schema.index.prefix, "storage": str(value(schema.index.storage_type)),
+            "fields": fields}
+
+
+def _differences(want: dict[str, Any], have: dict[str, Any]) -> list[str]:
+    out = [f"{k}: index has {have[k]!r}, code expects {want[k]!r}"
+           for k in ("prefix", "storage") if want[k] != have[k]]
+    for name in sorted(set(want["fields"]) | set(have["fields"])):
+        w, h = want["fields"].get(name), have["fields"].get(name)
+        if w != h:
+            out.append(f"field {name!r}: index has {h}, code expects {w}")
+    return out
+
+
+def ensure_index(client: redis.Redis, schema_dict: dict[str, Any]) -> SearchIndex:
+    """Create the index if missing (idempotent); if it exists with another schema, say so clearly."""
+    wanted = IndexSchema.from_dict(schema_dict)
+    index = SearchIndex(wanted, redis_client=client)
+    if not index.exists():
+        try:
+            index.create(overwrite=False)
+            return index
+        except Exception:  # another process created it between exists() and create()
+            if not index.exists():
+                raise
+    name = schema_dict["index"]["name"]
+    existing = SearchIndex.from_existing(name, redis_client=client)
+    diffs = _differences(_signature(wanted), _signature(existing.schema))
+    if diffs:
+        raise SchemaMismatchError(
+            f"index {name!r} exists in Redis with a different schema than this code expects:\n  "
+            + "\n  ".join(diffs)
+            + f"\nDrop it (`FT.DROPINDEX {name}`: the documents stay and can be re-indexed) "
+            "or use another namespace.")
+    return index
+
+
+def row_ids(rows: Iterable[dict[str, Any]]) -> list[str]:
+    """Document ids out of query rows (``ns:memory:<id>`` -> ``<id>``)."""
+    return [row["id"].rsplit(":", 1)[-1] for row in rows]
+
+
+# ---------------------------------------------------------------- owners
+_TAG_SAFE = str.maketrans({"_": "%5F", ".": "%2E", "-": "%2D", "~": "%7E"})
+
+
+def owner_tag(user_id: str) -> str:
+    """The indexed form of an id: percent-encoded down to letters, digits and ``%``.
+
+    No id can then look like another to a TAG field (which splits on commas, trims spaces
+    and, unless case-sensitive, folds case), nor break the query syntax (a lone ``_`` does).
+    """
+    return encode(user_id).translate(_TAG_SAFE)
+
+
+def owner_field(name: str = "user_id", path: str | None = None, **attrs: Any) -> dict[str, Any]:
+    """The schema entry of an owner TAG field: case-sensitive, read from ``$.<name minus _id>_tag``."""
+    path = path or f"$.{name.removesuffix('_id')}_tag"
+    return {"name": name, "path": path, "type": "tag", "attrs": {"case_sensitive": True, **attrs}}
+
+
+def owner_filter(user_id: str | Sequence[str], field: str = "user_id") -> FilterExpression:
+    """Documents owned by this id (or any of these ids), matched on their encoded owner tag."""
+    ids = [user_id] if isinstance(user_id, str) else list(user_id)
+    if not ids:
+        raise ValidationError(f"owner_filter needs at least one {field}")
+    tags = [owner_tag(check_id(i, field)) for i in ids]
+    return Tag(field) == (tags[0] if len(tags) == 1 else tags)
+
+
+# ---------------------------------------------------------------- long-term memory scope
+def memory_type_list(memory_types: str | Sequence[str] | None) -> list[str]:
+    """Normalize ``"episodic"`` / ``["EPISODIC", "semantic"]`` / None (all readable types)."""
+    if memory_types is None:
+        return ["episodic", "semantic"]
+    if isinstance(memory_types, str):
+        memory_types = [memory_types]
+    out = [str(t).strip().lower() for t in memory_types]
+    unknown = [t for t in out if t not in MEMORY_TYPES]
+    if unknown or not out:
+        raise ValidationError(f"memory_types must be among {MEMORY_TYPES}, got {list(memory_types)}")
+    return out
+
+
+def visible_owners(user_id: str | None, memory_type: str) -> list[str]:
+    """Whose memories of this type a user may read: own ones, plus the system's semantic ones."""
+    if memory_type == "semantic":
+        return [SYSTEM_USER] + ([user_id] if user_id and user_id != SYSTEM_USER else [])
+    return [user_id] if user_id is not None else []
+
+
+def user_scope(user_id: str | None, memory_types: str | Sequence[str] | None) -> FilterExpression:
+    """Who may see what: own episodic / procedural memories, own + system semantic ones."""
+    parts = []
+    for mtype in memory_type_list(memory_types):
+        owners = visible_owners(user_id, mtype)
+        if owners:
+            parts.append((Tag("memory_type") == mtype) & owner_filter(owners))
+    if not parts:
+        raise ValidationError("a user_id is needed to search episodic or procedural memories")
+    expr = parts[0]
+    for p in parts[1:]:
+        expr = expr | p
+    return expr
+
+
+def validity(as_of: float | None = None) -> FilterExpression:
+    """Current memories, or those that were true at ``as_of`` (a Unix time)."""
+    if as_of is None:
+        return Num("invalid_at").is_missing()
+    return (Num("valid_from") <= as_of) & (Num("invalid_at").is_missing() | (Num("invalid_at") > as_of))
+
+
+# ---------------------------------------------------------------- privacy
+def _indexes_with_user_field(client: redis.Redis, namespace: str) -> list[SearchIndex]:
+    found = []
+    for name in client.execute_command("FT._LIST"):
+        name = name.decode() if isinstance(name, bytes) else name
+        if not name.startswith(f"{namespace}_"):
+            continue
+        index = SearchIndex.from_existing(name, redis_client=client)
+        if "user_id" in index.schema.fields:
+            found.append(index)
+    return found
+
+
+def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None) -> int:
+    """Delete a user's documents in every index of the namespace and every per-user key.
+
+    Works from the key layout: per-user structures put the encoded user id right after
+    their name (``ns:thread:<user>:...``), and indexed documents carry a ``user_id`` tag.
+    Cached embeddings of the user's texts are dropped too when ``embedder`` is given.
+    """
+    check_id(user_id, "user_id")
+    if user_id == SYSTEM_USER:
+        raise ValidationError("refusing to forget the shared 'system' user")
+    doomed: set[str] = set()
+    texts: list[str] = []
+    for index in _indexes_with_user_field(client, namespace):
+        # owner fields read from a *_tag path hold the encoded id (owner_field); others the raw id
+        path = getattr(index.schema.fields["user_id"], "path", None) or ""
+        value = owner_tag(user_id) if path.endswith("_tag") else user_id
+        fields = ["id", "user_id"] + [f for f in ("content", "text") if f in index.schema.fields]
+        q = FilterQuery(filter_expression=Tag("user_id") == value, return_fields=fields,
+                        num_results=1000)
+        for page in index.paginate(q, page_size=500):
+            for row in page:
+                if row.get("user_id") != value:  # a case-folding tag index matched "Bob" for "bob"
+                    continue
+                doomed.add(row["id"])
+                texts.extend(row[f] for f in fields[2:] if row.get(f))
+    user = encode(user_id)
+    for structure in USER_KEY_STRUCTURES:
+        for owner in (user, "{" + user + "}"):  # plain, or as a cluster hash tag (keys.user_key)
+            doomed.update(client.scan_iter(match=f"{namespace}:{structure}:{owner}", count=1000))
+            doomed.update(client.scan_iter(match=f"{namespace}:{structure}:{owner}:*", count=1000))
+    if embedder is not None and texts:
+        embedder.forget(texts)
+    deleted = 0
+    doomed_list = sorted(doomed)
+    for i in range(0, len(doomed_list), 500):
+        deleted += client.delete(*doomed_list[i : i + 500])
+    return deleted
