@@ -4,7 +4,7 @@ import json
 import pytest
 
 import memorykit as mk
-from memorykit.wellness import DATA_DIR, resolve_period
+from memorykit.course.wellness import DATA_DIR, load_wellness, resolve_period
 
 
 def run(tools, name, args=None):
@@ -24,7 +24,7 @@ def test_generator_is_deterministic_and_matches_committed_data(tmp_path):
 
 
 def test_data_covers_three_users_over_90_days():
-    data = mk.load_wellness()
+    data = load_wellness()
     assert "wellness_user" in data.users and len(data.users) == 3
     assert data.health.groupby("user_id").size().eq(90).all()
     assert str(data.today) == "2025-03-31"
@@ -88,3 +88,13 @@ def test_goals_come_from_episodic_memory_with_a_lexical_filter(r, emb, ns):
     out = run(mk.wellness_tools("u1", store=store), "get_my_goals")
     assert out["goals"] == ["User's goal is to walk 10,000 steps a day"]
     assert "no memory store" in run(mk.wellness_tools("u1"), "get_my_goals")["error"]
+
+
+def test_the_library_side_never_loads_pandas():
+    import subprocess
+    import sys
+
+    code = ("import sys, memorykit, memorykit.agent.tool_agent, memorykit.memory.procedural, "
+            "memorykit.memory.feedback, memorykit.memory.routing; print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,6 +1,6 @@
 """Notebook 06's toy domain: synthetic wellness records and the tools an agent uses over them.
 
-``wellness_tools(user_id, store=None, procedures=None)`` returns :class:`~memorykit.tools.Tool`
+``wellness_tools(user_id, store=None, procedures=None)`` returns :class:`~memorykit.llm.tools.Tool`
 objects bound to one user (a tool never takes a user id from the model, so a user can
 only read their own records). Each result is a small JSON object with a ``summary``
 sentence; bad arguments come back as ``{"error": ...}`` (see :class:`Tool.run`).
@@ -20,11 +20,11 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from ..config import data_path
 from ..keys import check_id
-from ..offline.text import content_words
 from ..llm.tools import Tool, ToolError
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "wellness"
+DATA_DIR = data_path("wellness")
 
 PERIODS = ("today", "yesterday", "this_week", "last_week", "this_month", "last_month",
            "last_7_days", "last_30_days", "last_90_days", "all")
@@ -32,7 +32,8 @@ METRICS = {"resting_heart_rate": ("resting_heart_rate", "bpm"), "steps": ("steps
            "weight": ("weight_kg", "kg"), "bmi": ("bmi", "")}
 WORKOUT_TYPES = ("running", "cycling", "walking", "strength", "yoga", "swimming", "hiit")
 MUSCLE_GROUPS = ("legs", "upper_body", "core", "full_body")
-GOAL_WORDS = {"goal", "target", "aim", "want", "plan", "hope", "objective", "trying", "wish", "intend"}
+GOAL_WORDS = re.compile(r"\b(goals?|targets?|aims?|wants?|plans?|hopes?|objectives?|trying|wish(es)?|intends?)\b",
+                        re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -230,12 +231,11 @@ def workout_data(data: WellnessData, user_id: str, period: str | None = None, st
 
 
 def my_goals(store, user_id: str, topic: str | None = None, k: int = 5) -> dict[str, Any]:
-    """Goals are episodic memories: vector search, then keep lines that talk like a goal."""
+    """Goals are episodic memories: vector search, then keep the lines that state a goal (a word filter)."""
     if store is None:
         raise ToolError("no memory store is connected, so goals are unavailable")
     hits = store.search(f"goals {topic or ''}".strip(), user_id, memory_types=["episodic"], k=k * 2)
-    goals = [h.memory.content for h in hits if content_words(h.memory.content) & GOAL_WORDS
-             or re.search(r"\b(aims?|wants?|plans?) to\b", h.memory.content, re.IGNORECASE)][:k]
+    goals = [h.memory.content for h in hits if GOAL_WORDS.search(h.memory.content)][:k]
     summary = ("Goals: " + "; ".join(g.rstrip(".") for g in goals) + ".") if goals else "No goals stored yet."
     return {"goals": goals, "summary": summary}
 

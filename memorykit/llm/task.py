@@ -24,8 +24,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Generic, Iterator, Protocol, Sequence, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, StringConstraints, ValidationError
 
+from ..config import settings
 from ..errors import LLMError, MemoryKitError
 from ..messages import Message, count_tokens
 
@@ -70,7 +71,7 @@ def _real_text(text: str) -> str:
     return text.strip()
 
 
-Text = Annotated[str, AfterValidator(_real_text)]
+Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(_real_text)]
 """A string field that rejects empty values and copied placeholders such as ``"..."``."""
 
 
@@ -124,23 +125,22 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
-_collector: ContextVar[list[Usage] | None] = ContextVar("memorykit_usage", default=None)
+_collectors: ContextVar[tuple[list[Usage], ...]] = ContextVar("memorykit_usage", default=())
 
 
 @contextmanager
 def track_usage() -> Iterator[list[Usage]]:
-    """Collect every task call made inside the block (in this thread / context)."""
+    """Collect every task call made inside the block (in this thread / context); blocks nest."""
     calls: list[Usage] = []
-    token = _collector.set(calls)
+    token = _collectors.set((*_collectors.get(), calls))
     try:
         yield calls
     finally:
-        _collector.reset(token)
+        _collectors.reset(token)
 
 
 def _record(usage: Usage) -> None:
-    calls = _collector.get()
-    if calls is not None:
+    for calls in _collectors.get():
         calls.append(usage)
 
 
@@ -187,7 +187,7 @@ def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | No
     """
     if not isinstance(inp, task.input):
         inp = task.input.model_validate(inp)
-    budget = max_tokens or task.max_tokens
+    budget = max_tokens or settings().max_tokens_for(task.name, task.max_tokens)
     started = time.perf_counter()
     perform = getattr(llm, "perform", None)
     try:
@@ -197,7 +197,7 @@ def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | No
             _record(Usage(task.name, llm.label, count_tokens(task.render(inp)), 0,
                           (time.perf_counter() - started) * 1000, estimated=True))
             return result
-        return _run_remote(llm, task, inp, tools, budget, started)
+        return _run_remote(llm, task, inp, tools, budget)
     except TaskFailed:
         raise
     except (ValidationError, ValueError, LLMError) as exc:
@@ -205,9 +205,10 @@ def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | No
         raise TaskFailed(task.name, str(exc).splitlines()[0]) from exc
 
 
-def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools, budget: int, started: float):
+def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools, budget: int):
     messages = task.messages(inp)
     if task.output is None:
+        started = time.perf_counter()
         reply = llm.chat(messages, tools=tools or None, tool_choice="auto" if tools else None,
                          max_tokens=budget)
         _record(_usage_of(task, llm, messages, reply, started))
@@ -215,11 +216,13 @@ def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools, budget: int, 
             raise TaskFailed(task.name, "the model returned an empty reply", reply.content)
         return reply
     response_format = {"type": "json_schema",
-                       "json_schema": {"name": task.name, "schema": task.schema(), "strict": False}}
+                       "json_schema": {"name": re.sub(r"[^A-Za-z0-9_-]", "_", task.name)[:64],
+                                       "schema": task.schema(), "strict": False}}
     error = raw = None
     for attempt in range(2):
+        started = time.perf_counter()
         reply = llm.chat(messages, response_format=response_format, max_tokens=budget)
-        _record(_usage_of(task, llm, messages, reply, started, attempt))
+        _record(_usage_of(task, llm, messages, reply, started))
         raw = reply.content
         try:
             return _validate(task, parse_json(raw))
@@ -239,7 +242,7 @@ def _short_error(exc: Exception) -> str:
     return str(exc)[:200]
 
 
-def _usage_of(task: Task, llm, messages, reply: Message, started: float, attempt: int = 0) -> Usage:
+def _usage_of(task: Task, llm, messages, reply: Message, started: float) -> Usage:
     usage = getattr(reply, "usage", None) or {}
     prompt = usage.get("prompt_tokens")
     completion = usage.get("completion_tokens")

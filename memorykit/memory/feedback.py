@@ -1,0 +1,368 @@
+"""Feedback examples: query -> response pairs a user liked or rejected, retrieved as guidance.
+
+:class:`FeedbackStore` keeps per-user examples labelled positive or negative, set by a
+thumbs button (:meth:`FeedbackStore.mark`) or found in the conversation by the
+``analyze_feedback`` task (:func:`analyze_feedback`). :meth:`FeedbackStore.examples`
+returns the closest ones, reranked (similarity + word overlap, or any RedisVL reranker such
+as a local cross-encoder) and diversified with MMR, as a block for the prompt: positives to
+follow, negatives to avoid.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal, Sequence
+
+import numpy as np
+import redis
+from pydantic import BaseModel, Field
+from redisvl.query import FilterQuery, VectorQuery
+from redisvl.query.filter import Tag
+from redisvl.utils.rerank import HFCrossEncoderReranker
+
+from ..errors import ModelNotFoundError, ValidationError
+from ..keys import check_id, check_namespace, user_key
+from ..llm.task import Task, TaskFailed, run_task
+from .index import content_hash, ensure_index, owner_field, owner_filter, owner_tag
+
+log = logging.getLogger(__name__)
+
+LABELS = ("positive", "negative")
+
+
+@dataclass
+class FeedbackExample:
+    """A query and the response a user reacted to, labelled positive or negative.
+
+    ``signal`` says how it was found: "explicit" (a button, praise, "that's wrong"),
+    "implicit" (a repeated question) or "correction" (the user corrected the answer).
+    """
+
+    query: str
+    response: str
+    label: str
+    signal: str = "explicit"
+    reason: str = ""
+    user_id: str | None = None
+    created_at: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        if self.label not in LABELS:
+            raise ValidationError(f"label must be one of {LABELS}, got {self.label!r}")
+
+
+@dataclass
+class FeedbackHit:
+    example: FeedbackExample
+    distance: float
+    score: float
+
+
+@dataclass
+class Guidance:
+    """What :meth:`FeedbackStore.examples` returns: examples to follow and to avoid, and the prompt block."""
+
+    positives: list[FeedbackExample]
+    negatives: list[FeedbackExample]
+
+    @property
+    def block(self) -> str:
+        if not (self.positives or self.negatives):
+            return ""
+        lines = ["Feedback examples from this user on similar questions "
+                 "(one JSON object per line; follow GOOD, do not repeat BAD):"]
+        lines += [f"GOOD: {json.dumps({'query': e.query, 'response': e.response}, ensure_ascii=False)}"
+                  for e in self.positives]
+        lines += [f"BAD: {json.dumps({'query': e.query, 'response': e.response}, ensure_ascii=False)}"
+                  for e in self.negatives]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.block
+
+    def __bool__(self) -> bool:
+        return bool(self.positives or self.negatives)
+
+
+def feedback_schema(namespace: str, dims: int) -> dict[str, Any]:
+    return {
+        "index": {"name": f"{namespace}_feedback", "prefix": f"{namespace}:feedback", "storage_type": "json"},
+        "fields": [
+            {"name": "text", "type": "text"},
+            owner_field("user_id"),
+            {"name": "label", "type": "tag"},
+            {"name": "created_at", "type": "numeric"},
+            {"name": "embedding", "type": "vector",
+             "attrs": {"algorithm": "hnsw", "dims": dims, "distance_metric": "cosine", "datatype": "float32"}},
+        ],
+    }
+
+
+# ================================================================ reranking
+Reranker = Callable[[str, Sequence[str]], Sequence[float]]
+
+
+class CrossEncoderReranker(HFCrossEncoderReranker):
+    """RedisVL's cross-encoder reranker, loaded from a local folder only (nothing is downloaded).
+
+    None ships with the course: pass the folder of a model you already have
+    (e.g. a copy of ms-marco-MiniLM-L-6-v2).
+    """
+
+    def __init__(self, model_path: str, limit: int = 20):
+        if not Path(model_path).is_dir():
+            raise ModelNotFoundError(f"no cross-encoder model folder at {model_path!r}; "
+                                     "memorykit never downloads models, give a local path")
+        super().__init__(model=model_path, limit=limit, return_score=True, device="cpu")
+
+
+def _terms(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2}
+
+
+def lexical_overlap(a: str, b: str) -> float:
+    """Jaccard overlap of the words of three letters or more."""
+    wa, wb = _terms(a), _terms(b)
+    return len(wa & wb) / len(wa | wb) if wa and wb else 0.0
+
+
+def mmr(relevance: Sequence[float], vectors: np.ndarray, k: int, lambda_: float = 0.7,
+        duplicate: float = 0.95) -> list[int]:
+    """Maximal marginal relevance: relevant, and not a near-copy of what was already picked.
+
+    Candidates whose cosine similarity to a picked one is >= ``duplicate`` are skipped.
+    """
+    chosen: list[int] = []
+    left = list(range(len(relevance)))
+    sims = vectors @ vectors.T if len(vectors) else np.zeros((0, 0))
+    while left and len(chosen) < k:
+        def redundancy(i: int) -> float:
+            return max((float(sims[i, j]) for j in chosen), default=0.0)
+        left = [i for i in left if redundancy(i) < duplicate]
+        if not left:
+            break
+        best = max(left, key=lambda i: (lambda_ * relevance[i] - (1 - lambda_) * redundancy(i), -i))
+        chosen.append(best)
+        left.remove(best)
+    return chosen
+
+
+def rerank_scores(reranker, query: str, texts: Sequence[str]) -> list[float]:
+    """Scores from a RedisVL reranker (``.rank``) or from a plain ``fn(query, texts) -> scores``."""
+    if hasattr(reranker, "rank"):
+        docs, scores = reranker.rank(query=query, docs=[{"content": t, "i": i} for i, t in enumerate(texts)],
+                                     limit=len(texts), return_score=True)
+        out = [float("-inf")] * len(texts)
+        for doc, score in zip(docs, scores):
+            out[doc["i"]] = float(score)
+        return out
+    return [float(s) for s in reranker(query, list(texts))]
+
+
+# ================================================================ the store
+class FeedbackStore:
+    """Per-user feedback examples with toggle semantics, retrieved by vector search + rerank."""
+
+    def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit",
+                 distance_threshold: float | None = 0.5, reranker: Reranker | Any | None = None,
+                 lexical_weight: float = 0.3, mmr_lambda: float = 0.7):
+        self.redis = redis_client
+        self.embedder = embedder
+        self.namespace = check_namespace(namespace)
+        self.distance_threshold = distance_threshold
+        self.reranker = reranker
+        self.lexical_weight = lexical_weight
+        self.mmr_lambda = mmr_lambda
+        self.index = ensure_index(redis_client, feedback_schema(namespace, embedder.dims))
+
+    def key(self, user_id: str, query: str, response: str) -> str:
+        digest = content_hash(query + "\x1f" + response)[:16]
+        return user_key(self.namespace, "feedback", check_id(user_id, "user_id"), digest)
+
+    @staticmethod
+    def _check(query: str, response: str, label: str) -> None:
+        if label not in LABELS:
+            raise ValidationError(f"label must be 'positive' or 'negative', got {label!r}")
+        for name, value in (("query", query), ("response", response)):
+            if not isinstance(value, str) or not value.strip():
+                raise ValidationError(f"feedback needs a non-empty {name}")
+
+    def _doc(self, user_id: str, example: FeedbackExample) -> dict[str, Any]:
+        doc = asdict(example)
+        doc.update(user_id=user_id, user_tag=owner_tag(user_id), text=example.query,
+                   embedding=self.embedder.embed(example.query))
+        return doc
+
+    def mark(self, user_id: str, query: str, response: str, label: str) -> str:
+        """A thumbs button: new -> "added"; same label again -> "removed"; other label -> "switched"."""
+        self._check(query, response, label)
+        k = self.key(user_id, query, response)
+        example = FeedbackExample(query=query.strip(), response=response.strip(), label=label, user_id=user_id)
+        doc = self._doc(user_id, example)
+        outcome: list[str] = []
+
+        def toggle(pipe) -> None:
+            current = pipe.json().get(k, "$.label")
+            pipe.multi()
+            if current and current[0] == label:
+                pipe.delete(k)
+                outcome.append("removed")
+            else:
+                pipe.json().set(k, "$", doc)
+                outcome.append("switched" if current else "added")
+
+        self.redis.transaction(toggle, k)
+        return outcome[-1]
+
+    def save(self, user_id: str, example: FeedbackExample) -> FeedbackExample:
+        """Set an example's label (no toggling): used for feedback found in conversations."""
+        self._check(example.query, example.response, example.label)
+        example.user_id = user_id
+        self.redis.json().set(self.key(user_id, example.query, example.response), "$", self._doc(user_id, example))
+        return example
+
+    def learn(self, user_id: str, exchanges: Sequence[tuple[str, str]], llm=None) -> list[FeedbackExample]:
+        """Analyze the last exchanges for feedback and save what was found."""
+        return [self.save(user_id, e) for e in analyze_feedback(exchanges, llm=llm)]
+
+    def get(self, user_id: str, query: str, response: str) -> FeedbackExample | None:
+        doc = self.redis.json().get(self.key(user_id, query, response))
+        return self._example(doc) if doc else None
+
+    @staticmethod
+    def _example(doc: dict[str, Any]) -> FeedbackExample:
+        return FeedbackExample(**{k: doc[k] for k in FeedbackExample.__dataclass_fields__ if k in doc})
+
+    def _filter(self, user_id: str, label: str | None):
+        expr = owner_filter(user_id)
+        return expr & (Tag("label") == label) if label else expr
+
+    def _docs(self, keys: Sequence[str]) -> list[dict[str, Any] | None]:
+        pipe = self.redis.pipeline(transaction=False)
+        for k in keys:
+            pipe.json().get(k)
+        return pipe.execute() if keys else []
+
+    def list(self, user_id: str, label: str | None = None, limit: int = 1000) -> list[FeedbackExample]:
+        q = FilterQuery(filter_expression=self._filter(user_id, label), return_fields=["id"], num_results=limit)
+        q.sort_by("created_at", asc=True)
+        return [self._example(d) for d in self._docs([row["id"] for row in self.index.query(q)]) if d]
+
+    def count(self, user_id: str, label: str | None = None) -> int:
+        return len(self.list(user_id, label))
+
+    def search(self, query: str, user_id: str, k: int = 3, label: str | None = None,
+               candidates: int = 20, distance_threshold: float | None = ...,
+               vector: Sequence[float] | None = None) -> list[FeedbackHit]:
+        """Bi-encoder candidates from Redis, then rerank (the reranker if set, else similarity +
+        word overlap) and MMR for variety. Only this user's examples are ever considered."""
+        threshold = self.distance_threshold if distance_threshold is ... else distance_threshold
+        vector = list(vector) if vector is not None else self.embedder.embed(query)
+        q = VectorQuery(vector, "embedding", return_fields=["id"], num_results=max(candidates, k),
+                        filter_expression=self._filter(user_id, label))
+        rows = [r for r in self.index.query(q) if threshold is None or float(r["vector_distance"]) <= threshold]
+        pairs = [(d, float(r["vector_distance"])) for d, r in zip(self._docs([r["id"] for r in rows]), rows) if d]
+        if not pairs:
+            return []
+        texts = [d["query"] for d, _ in pairs]
+        if self.reranker is not None:
+            relevance = rerank_scores(self.reranker, query, texts)
+        else:
+            relevance = [(1.0 - dist) + self.lexical_weight * lexical_overlap(query, t)
+                         for (_, dist), t in zip(pairs, texts)]
+        vectors = np.asarray([d["embedding"] for d, _ in pairs], dtype=np.float32)
+        order = mmr(relevance, vectors, k, self.mmr_lambda)
+        return [FeedbackHit(self._example(pairs[i][0]), pairs[i][1], float(relevance[i])) for i in order]
+
+    def examples(self, query: str, user_id: str, k: int = 3, vector: Sequence[float] | None = None) -> Guidance:
+        """Up to ``k`` positives to follow and ``k`` negatives to avoid, as a :class:`Guidance`."""
+        vector = list(vector) if vector is not None else self.embedder.embed(query)
+        pos = [h.example for h in self.search(query, user_id, k=k, label="positive", vector=vector)]
+        neg = [h.example for h in self.search(query, user_id, k=k, label="negative", vector=vector)]
+        return Guidance(positives=pos, negatives=neg)
+
+    def delete(self, user_id: str, query: str, response: str) -> bool:
+        return bool(self.redis.delete(self.key(user_id, query, response)))
+
+    def drop(self) -> None:
+        self.index.delete(drop=True)
+
+
+# ================================================================ the analyze_feedback task
+ANALYZE_PROMPT = """You read the last few exchanges between a user and an assistant and find feedback
+the user gave on the assistant's answers.
+
+- positive: praise, thanks for the answer, or acceptance ("makes sense, I'll try that").
+- negative: the answer is wrong, useless or doubtful ("are you sure?"), sarcasm ("great, another
+  wrong number"), "thanks, but that's wrong", or the same question asked again.
+- correction: the user corrects the answer or says what they meant ("no, I meant my resting heart rate").
+- A polite "thanks" that only opens a new, unrelated question is not feedback.
+- Follow-ups that ask for another format ("as JSON please"), an explanation or a repeat are not new
+  questions: feedback after them belongs to the ORIGINAL question, paired with the FINAL answer.
+- No feedback -> an empty list."""
+
+
+class Exchange(BaseModel):
+    """One user turn and the assistant's answer to it (empty when the user spoke last)."""
+
+    user: str
+    assistant: str = ""
+
+
+class FeedbackInput(BaseModel):
+    exchanges: list[Exchange] = Field(description="oldest first; the last user turn may have no answer yet")
+
+
+class FoundFeedback(BaseModel):
+    query: str = Field(description="the user's original question")
+    response: str = Field(description="the answer the feedback is about")
+    label: Literal["positive", "negative", "correction"]
+    signal: Literal["explicit", "implicit"] = "explicit"
+    reason: str = Field("", description="a few words")
+
+
+class FeedbackFound(BaseModel):
+    examples: list[FoundFeedback] = Field(default_factory=list)
+
+
+ANALYZE = Task("analyze_feedback", prompt=ANALYZE_PROMPT, input=FeedbackInput, output=FeedbackFound,
+               max_tokens=400)
+
+
+def analyze_feedback(exchanges: Sequence[tuple[str, str | None]], llm=None, window: int = 4) -> list[FeedbackExample]:
+    """Feedback examples found in the last ``window`` (user, assistant) exchanges; [] if the task fails."""
+    from ..llm.factory import get_llm
+
+    pairs = [Exchange(user=str(u or ""), assistant=str(a or "")) for u, a in list(exchanges)[-window:]]
+    if len(pairs) < 2:
+        return []
+    try:
+        found = run_task(llm or get_llm(), ANALYZE, FeedbackInput(exchanges=pairs))
+    except TaskFailed as exc:
+        log.warning("analyze_feedback skipped: %s", exc)
+        return []
+    out = []
+    for item in found.examples:
+        query, response = item.query.strip(), item.response.strip()
+        if query and response:
+            correction = item.label == "correction"
+            out.append(FeedbackExample(query=query, response=response,
+                                       label="negative" if correction else item.label,
+                                       signal="correction" if correction else item.signal, reason=item.reason))
+    return out
+
+
+def forget_examples(store: FeedbackStore, user_id: str) -> int:
+    """Delete every feedback example of one user (``forget_user`` does this for all structures)."""
+    prefix = user_key(store.namespace, "feedback", check_id(user_id, "user_id"))
+    keys = list(store.redis.scan_iter(match=prefix + ":*"))
+    return store.redis.delete(*keys) if keys else 0
+
+
+__all__ = ["LABELS", "FeedbackExample", "FeedbackHit", "Guidance", "FeedbackStore", "CrossEncoderReranker",
+           "lexical_overlap", "mmr", "rerank_scores", "ANALYZE", "ANALYZE_PROMPT", "Exchange", "FeedbackInput",
+           "FoundFeedback", "FeedbackFound", "analyze_feedback", "forget_examples"]
