@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import memorykit as mk
-from memorykit.messages import chars_per_token, model_token_counter
+from memorykit.messages import chars_per_token, model_token_counter, set_token_counter
 
 ids = st.text(st.characters(codec="utf-8"), min_size=1, max_size=20)
 tool_calls = st.lists(st.fixed_dictionaries({
@@ -85,10 +85,10 @@ def test_token_estimate_is_chars_over_four_plus_overhead():
 
 def test_token_counter_is_pluggable_and_restorable():
     try:
-        mk.set_token_counter(lambda text: len(text.split()))
+        set_token_counter(lambda text: len(text.split()))
         assert mk.count_tokens("one two three") == 3
     finally:
-        mk.set_token_counter(None)
+        set_token_counter(None)
     assert mk.count_tokens("one two three") == 4
 
 

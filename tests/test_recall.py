@@ -6,6 +6,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import memorykit as mk
+from memorykit.memory.index import forget_user
+from memorykit.memory.recall import IndexedHistory, RecalledMessage, merge_recalled, recall_block, STRATEGIES
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "working"
 DAY = 86400.0
@@ -18,7 +20,9 @@ def idx(r, emb, ns):
 
 
 def history(r, ns, idx, user, thread):
-    return mk.ChatHistory(r, user, thread, ttl=None, namespace=ns, recall=idx)
+    h = idx.history(user, thread)
+    assert isinstance(h, IndexedHistory) and isinstance(h, mk.ChatHistory) and h.ttl is None
+    return h
 
 
 def seed_threads(r, ns, idx):
@@ -91,16 +95,16 @@ def test_merge_strategies_order_and_no_repeats():
     w = window()
     old1, old2 = msg("user", "old one", 10), msg("assistant", "old two", 20)
     late = msg("user", "late", 115)
-    recalled = [mk.RecalledMessage(old2, "t0", 0.2), mk.RecalledMessage(w[1], "t1", 0.1), old1,
+    recalled = [RecalledMessage(old2, "t0", 0.2), RecalledMessage(w[1], "t1", 0.1), old1,
                 msg("user", "  A ", 50), late]
-    pre = mk.merge_recalled(w, recalled, "prepend")
+    pre = merge_recalled(w, recalled, "prepend")
     assert [m.content for m in pre] == ["prompt", "old one", "old two", "late", "a", "b", "c"]
-    app = mk.merge_recalled(w, recalled, "append")
+    app = merge_recalled(w, recalled, "append")
     assert [m.content for m in app] == ["prompt", "a", "b", "c", "old one", "old two", "late"]
-    inter = mk.merge_recalled(w, recalled, "interleave")
+    inter = merge_recalled(w, recalled, "interleave")
     assert [m.content for m in inter] == ["prompt", "old one", "old two", "a", "b", "late", "c"]
     with pytest.raises(mk.ValidationError):
-        mk.merge_recalled(w, recalled, "shuffle")
+        merge_recalled(w, recalled, "shuffle")
 
 
 @settings(max_examples=60, deadline=None)
@@ -110,7 +114,7 @@ def test_merge_property(window_times, recalled_times, strategy):
     pool = {t: msg("user", f"m{t}", float(t)) for t in set(window_times) | set(recalled_times)}
     w = sorted({pool[t].id: pool[t] for t in window_times}.values(), key=lambda m: m.created_at)
     rec = [pool[t] for t in recalled_times]
-    out = mk.merge_recalled(w, rec, strategy)
+    out = merge_recalled(w, rec, strategy)
     ids = [m.id for m in out]
     assert len(ids) == len(set(ids))
     assert set(ids) == {m.id for m in w} | {m.id for m in rec}
@@ -121,9 +125,9 @@ def test_merge_property(window_times, recalled_times, strategy):
 
 
 def test_recall_block_lists_dated_lines():
-    block = mk.recall_block([msg("user", "Price the starter plan at 9 dollars", NOW - 8 * DAY)])
+    block = recall_block([msg("user", "Price the starter plan at 9 dollars", NOW - 8 * DAY)])
     assert block.role == "system" and "2024-05-24 user: Price the starter plan at 9 dollars" in block.content
-    assert mk.recall_block([]) is None
+    assert recall_block([]) is None
 
 
 # ------------------------------------------------------------------ list and vectors stay consistent
@@ -159,9 +163,35 @@ def test_deletes_and_summarization_keep_index_consistent(r, ns, idx, llm):
     assert idx.check("u1", "t1") == {"orphans": set(), "missing": set()}
     assert mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=6, keep_last=2))
     assert idx.check("u1", "t1") == {"orphans": set(), "missing": set()}
-    assert idx.count("u1", "t1") == len([m for m in h.messages() if m.role != "system"])
+    assert idx.count("u1", "t1") == len([m for m in h.messages() if m.role != "system"]) == 11
     h.clear()
     assert idx.count("u1", "t1") == 0
+
+
+def test_recall_finds_what_a_summary_folded_in(r, ns, idx, llm):
+    h = history(r, ns, idx, "u1", "t1")
+    h.append([mk.Message(role="user", content="The wifi password at the cabin is bluefinch42."),
+              mk.Message(role="assistant", content="Saved.")])
+    fill(h, 6)
+    assert mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=6, keep_last=2))
+    assert "bluefinch42" not in " ".join(m.content for m in h.view().recent)
+    hits = h.search_messages("what is the cabin wifi password?", k=1)
+    assert hits and "bluefinch42" in hits[0].message.content
+
+
+def test_search_takes_a_vector_to_embed_once(r, emb, ns, idx):
+    seed_threads(r, ns, idx)
+    vector = emb.embed("what did I say about pricing?")
+
+    class NoEmbed:
+        dims = emb.dims
+
+        def embed(self, text):
+            raise AssertionError("embedded again")
+
+    idx.embedder = NoEmbed()
+    hits = idx.search("what did I say about pricing?", user_id="ana", k=3, vector=vector)
+    assert hits[0].thread_id == "pricing-review"
 
 
 def test_sync_repairs_an_expired_thread(r, ns, idx):
@@ -176,8 +206,10 @@ def test_sync_repairs_an_expired_thread(r, ns, idx):
 def test_forget_user_removes_message_vectors(r, emb, ns, idx):
     seed_threads(r, ns, idx)
     assert idx.count("ana") > 0
-    mk.forget_user(r, ns, "ana", emb)
-    assert idx.count("ana") == 0 and list(r.scan_iter(match=f"{ns}:msgvec:ana:*")) == []
+    assert list(r.scan_iter(match=f"{ns}:msgvec:{{ana}}:*")) and list(r.scan_iter(match=f"{ns}:thread:{{ana}}:*"))
+    forget_user(r, ns, "ana", emb)
+    assert idx.count("ana") == 0 and list(r.scan_iter(match=f"{ns}:msgvec:{{ana}}:*")) == []
+    assert list(r.scan_iter(match=f"{ns}:*{{ana}}*")) == []
     assert idx.count("mallory") == 2
 
 

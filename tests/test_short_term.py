@@ -1,4 +1,4 @@
-"""ChatHistory on a real Redis list, and the trimming policies (pure functions)."""
+"""ChatHistory on a real Redis list, its summary view, and the trimming policies (pure functions)."""
 import logging
 import threading
 import time
@@ -7,7 +7,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import memorykit as mk
-from memorykit.short_term import head_length
+from memorykit.memory.recall import IndexedHistory
+from memorykit.memory.short_term import (fix_boundaries, head_length, list_threads, trim_last, trim_to_tokens,
+                                         valid_cuts)
 
 
 def U(text):
@@ -23,7 +25,7 @@ def call(cid, name="heart_rate"):
 
 
 class RecordingRecall:
-    """Stands in for the message index: records what ChatHistory tells it."""
+    """Stands in for the message index of an IndexedHistory: records what the history tells it."""
 
     def __init__(self):
         self.added, self.removed, self.queries = [], [], []
@@ -42,6 +44,10 @@ class RecordingRecall:
         return ["hit"]
 
 
+def indexed(r, ns, rec, user="u", thread="t"):
+    return IndexedHistory(r, user, thread, namespace=ns, index=rec)
+
+
 # ---------------------------------------------------------------- storage
 def test_append_and_read_back_in_order(r, ns):
     h = mk.ChatHistory(r, "u1", "t1", namespace=ns)
@@ -57,16 +63,17 @@ def test_append_and_read_back_in_order(r, ns):
 def test_thread_is_a_plain_redis_list_of_json(r, ns):
     h = mk.ChatHistory(r, "u1", "t1", namespace=ns)
     m = h.append(U("Hi"))[0]
-    assert h.key == f"{ns}:thread:u1:t1"
+    assert h.key == f"{ns}:thread:{{u1}}:t1" and h.summary_key == f"{ns}:thread:{{u1}}:t1:summary"
     assert r.type(h.key) == "list"
     assert mk.Message.from_json(r.lindex(h.key, 0)) == m
-    assert r.type(f"{ns}:user:u1:threads") == "zset"
+    assert r.type(f"{ns}:user:{{u1}}:threads") == "zset"
 
 
 def test_ids_are_encoded_in_keys(r, ns):
     h = mk.ChatHistory(r, "a:b*", "t{1}", namespace=ns)
     h.append(U("Hi"))
-    assert h.key == f"{ns}:thread:a%3Ab%2A:t%7B1%7D"
+    assert h.key == f"{ns}:thread:{{a%3Ab%2A}}:t%7B1%7D"
+    assert mk.ChatHistory(r, "x}y{", "t", namespace=ns).key == f"{ns}:thread:{{x%7Dy%7B}}:t"
     assert mk.ChatHistory(r, "a", "b*:t{1}", namespace=ns).messages() == []
 
 
@@ -80,11 +87,11 @@ def test_users_and_threads_are_isolated(r, ns):
     assert [m.content for m in a1.messages()] == ["alice one"]
     assert [m.content for m in a2.messages()] == ["alice two"]
     assert [m.content for m in b1.messages()] == ["bob one"]
-    assert [t for t, _ in mk.list_threads(r, "alice", ns)] == ["t2", "t1"]
+    assert [t for t, _ in list_threads(r, "alice", ns)] == ["t2", "t1"]
     assert [t for t, _ in b1.list_threads()] == ["t1"]
     b1.clear()
     assert a1.messages() and a2.messages() and b1.messages() == []
-    assert mk.list_threads(r, "bob", ns) == []
+    assert list_threads(r, "bob", ns) == []
 
 
 def test_list_threads_orders_by_last_activity(r, ns):
@@ -93,7 +100,7 @@ def test_list_threads_orders_by_last_activity(r, ns):
     t1.append(U("first"))
     t2.append(U("second"))
     t1.append(U("t1 again"))
-    assert [t for t, _ in mk.list_threads(r, "u", ns)] == ["t1", "t2"]
+    assert [t for t, _ in list_threads(r, "u", ns)] == ["t1", "t2"]
 
 
 def test_sliding_ttl_is_refreshed_on_each_write(r, ns):
@@ -118,7 +125,7 @@ def test_thread_expires_and_leaves_the_thread_list(r, ns):
     r.pexpire(h.key, 50)
     time.sleep(0.15)
     assert h.messages() == [] and len(h) == 0
-    assert mk.list_threads(r, "u", ns) == []
+    assert list_threads(r, "u", ns) == []
 
 
 @pytest.mark.parametrize("bad", [0, -5, 1.5, "60"])
@@ -162,7 +169,7 @@ def test_one_megabyte_message_round_trips_intact(r, ns):
 
 
 def test_oversized_message_is_rejected(r, ns, monkeypatch):
-    monkeypatch.setattr("memorykit.short_term.MAX_MESSAGE_CHARS", 1000)
+    monkeypatch.setattr("memorykit.memory.short_term.MAX_MESSAGE_CHARS", 1000)
     h = mk.ChatHistory(r, "u", "t", namespace=ns)
     with pytest.raises(mk.ValidationError, match="limit"):
         h.append(U("x" * 1001))
@@ -174,7 +181,7 @@ def test_corrupt_entries_are_skipped_with_a_warning(r, ns, caplog):
     h.append(U("before"))
     r.rpush(h.key, "{not json", '{"role": "robot", "content": "x"}', "[1]", '{"content": "no role"}')
     h.append(A("after"))
-    with caplog.at_level(logging.WARNING, logger="memorykit.short_term"):
+    with caplog.at_level(logging.WARNING, logger="memorykit.memory.short_term"):
         assert [m.content for m in h.messages()] == ["before", "after"]
     assert sum("corrupt" in rec.message for rec in caplog.records) == 4
     assert [m.content for m in h.prompt_messages()] == ["before", "after"]
@@ -231,7 +238,7 @@ def tool_thread():
 
 def test_delete_first_keeps_system_and_extends_to_a_user_message(r, ns):
     rec = RecordingRecall()
-    h = mk.ChatHistory(r, "u", "t", namespace=ns, recall=rec)
+    h = indexed(r, ns, rec)
     h.append(tool_thread())
     gone = h.delete_first(3)
     assert [m.content for m in gone] == ["q1", "a1", "rate?", "", "72", "9000", "72 bpm, 9000 steps"]
@@ -249,7 +256,7 @@ def test_delete_first_all_but_system(r, ns):
 
 def test_delete_where_takes_tool_calls_with_their_results(r, ns):
     rec = RecordingRecall()
-    h = mk.ChatHistory(r, "u", "t", namespace=ns, recall=rec)
+    h = indexed(r, ns, rec)
     h.append(tool_thread())
     gone = h.delete_where(lambda m: m.content == "9000")
     assert sorted(m.content for m in gone) == ["", "72", "9000"]
@@ -282,17 +289,17 @@ def test_delete_where_keeps_concurrent_appends(r, ns):
 
 def test_clear_removes_thread_summary_and_index_entries(r, ns):
     rec = RecordingRecall()
-    h = mk.ChatHistory(r, "u", "t", namespace=ns, recall=rec)
+    h = indexed(r, ns, rec)
     h.append([U("a"), A("b")])
     r.set(h.summary_key, '{"text": "x", "covers": 1}')
     assert h.clear() == 2
-    assert not r.exists(h.key, h.summary_key) and mk.list_threads(r, "u", ns) == []
+    assert not r.exists(h.key, h.summary_key) and list_threads(r, "u", ns) == []
     assert sorted(rec.removed) == sorted(rec.added)
 
 
 def test_recall_gets_every_append_and_search_delegates(r, ns):
     rec = RecordingRecall()
-    h = mk.ChatHistory(r, "u", "t", namespace=ns, recall=rec)
+    h = indexed(r, ns, rec)
     stored = h.append([U("a"), A("b")]) + h.append(U("c"))
     assert rec.added == [("u", "t", m.id) for m in stored]
     assert h.search_messages("pricing?", k=3) == ["hit"]
@@ -361,12 +368,12 @@ def is_subsequence(out, msgs):
 @given(conversations(), st.integers(0, 30))
 @settings(max_examples=300, deadline=None)
 def test_trim_last_is_valid_bounded_and_maximal(msgs, n):
-    out = mk.trim_last(msgs, n)
+    out = trim_last(msgs, n)
     h = head_length(msgs)
     assert out[:h] == msgs[:h] and is_subsequence(out, msgs)
     assert len(out) - h <= n
     assert fix_ok(out, msgs)
-    starts = [c for c in mk.valid_cuts(msgs) if c >= h and c >= len(msgs) - n]
+    starts = [c for c in valid_cuts(msgs) if c >= h and c >= len(msgs) - n]
     if starts:
         assert out[h] is msgs[starts[0]]
     else:
@@ -376,33 +383,33 @@ def test_trim_last_is_valid_bounded_and_maximal(msgs, n):
 @given(conversations(), st.integers(1, 400))
 @settings(max_examples=300, deadline=None)
 def test_trim_to_tokens_is_valid_within_budget_and_maximal(msgs, budget):
-    out = mk.trim_to_tokens(msgs, budget)
+    out = trim_to_tokens(msgs, budget)
     h = head_length(msgs)
     assert out[:h] == msgs[:h] and is_subsequence(out, msgs) and fix_ok(out, msgs)
     if len(out) > h:
         assert mk.count_tokens(out) <= budget
-        earlier = [c for c in mk.valid_cuts(msgs) if h <= c < msgs.index(out[h])]
+        earlier = [c for c in valid_cuts(msgs) if h <= c < msgs.index(out[h])]
         if earlier:
-            assert mk.count_tokens(mk.fix_boundaries(msgs[:h] + msgs[earlier[-1]:])) > budget
+            assert mk.count_tokens(fix_boundaries(msgs[:h] + msgs[earlier[-1]:])) > budget
 
 
 @given(conversations(), st.integers(0, 40))
 @settings(max_examples=300, deadline=None)
 def test_fix_boundaries_after_an_arbitrary_cut(msgs, cut):
     h = head_length(msgs)
-    out = mk.fix_boundaries(msgs[:h] + msgs[max(h, cut):])
+    out = fix_boundaries(msgs[:h] + msgs[max(h, cut):])
     assert is_subsequence(out, msgs) and fix_ok(out, msgs[:h] + msgs[max(h, cut):])
 
 
 def test_trim_examples():
     msgs = tool_thread()
-    assert [m.content for m in mk.trim_last(msgs, 2)] == ["sys", "q3", "a3"]
-    assert [m.content for m in mk.trim_last(msgs, 4)] == ["sys", "q3", "a3"]
-    assert [m.content for m in mk.trim_last(msgs, 7)][:2] == ["sys", "rate?"]
-    assert mk.trim_last(msgs, 0) == msgs[:1]
-    assert mk.trim_to_tokens(msgs, 10_000) == msgs
-    assert [m.content for m in mk.trim_to_tokens(msgs, 25)] == ["sys", "q3", "a3"]
+    assert [m.content for m in trim_last(msgs, 2)] == ["sys", "q3", "a3"]
+    assert [m.content for m in trim_last(msgs, 4)] == ["sys", "q3", "a3"]
+    assert [m.content for m in trim_last(msgs, 7)][:2] == ["sys", "rate?"]
+    assert trim_last(msgs, 0) == msgs[:1]
+    assert trim_to_tokens(msgs, 10_000) == msgs
+    assert [m.content for m in trim_to_tokens(msgs, 25)] == ["sys", "q3", "a3"]
     with pytest.raises(mk.ValidationError):
-        mk.trim_last(msgs, -1)
+        trim_last(msgs, -1)
     with pytest.raises(mk.ValidationError):
-        mk.trim_to_tokens(msgs, 0)
+        trim_to_tokens(msgs, 0)

@@ -1,12 +1,16 @@
-"""Summarization policies, the offline summarizer, and the race-free rewrite under concurrent writers."""
+"""Summaries as a view: policies, the summarize task on any backend, the trace check, the atomic
+cursor under concurrent writers, and deliberate deletions next to a summary."""
+import json
 import threading
 import time
 
 import pytest
 
 import memorykit as mk
-from memorykit.summarize import merge_bullets, offline_summarize, summary_prompt
-from tests.test_short_term import RecordingRecall, call, fix_ok
+from memorykit.memory import summarize as S
+from memorykit.memory.short_term import CORRUPT, SUMMARY_HEADER
+from memorykit.offline import summarize as offline_summarize
+from tests.test_short_term import RecordingRecall, call, fix_ok, indexed
 
 
 def U(text):
@@ -18,21 +22,34 @@ def A(text):
 
 
 class SlowLLM:
-    """The offline model, but it takes a while: writers get to append while it works."""
+    """The offline backend, but each task takes a while: writers get to append while it works."""
 
     label = "offline (slow)"
 
     def __init__(self, delay=0.3):
-        self.delay, self.inner, self.calls = delay, mk.OfflineChat(), 0
+        self.delay, self.inner, self.calls = delay, mk.get_llm("offline"), 0
 
-    def chat(self, messages, tools=None, response_format=None):
+    def perform(self, task, inp, tools=None):
         self.calls += 1
         time.sleep(self.delay)
-        return self.inner.chat(messages, tools, response_format)
+        return self.inner.perform(task, inp, tools=tools)
 
 
-def filled(r, ns, n_turns, system=True, recall=None):
-    h = mk.ChatHistory(r, "u", "t", namespace=ns, recall=recall)
+class Scripted:
+    """A 'server' that answers every chat call with the given text (for garbage and made-up output)."""
+
+    label = "scripted"
+
+    def __init__(self, text):
+        self.text, self.calls = text, 0
+
+    def chat(self, messages, **kwargs):
+        self.calls += 1
+        return A(self.text)
+
+
+def filled(r, ns, n_turns, system=True, h=None):
+    h = mk.ChatHistory(r, "u", "t", namespace=ns) if h is None else h
     if system:
         h.append(mk.Message(role="system", content="You are a coach."))
     for i in range(n_turns):
@@ -40,15 +57,31 @@ def filled(r, ns, n_turns, system=True, recall=None):
     return h
 
 
+def recent(h):
+    """The messages after the summary's cursor, as the model gets them."""
+    return h.view().recent
+
+
 def test_by_count_leaves_system_summary_and_last_four(r, ns, llm):
     h = filled(r, ns, 6)
     assert mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=10, keep_last=4))
     p = h.prompt_messages()
     assert [m.role for m in p] == ["system", "system", "user", "assistant", "user", "assistant"]
-    assert p[0].content == "You are a coach." and p[1].content.startswith("Summary of the earlier conversation:")
+    assert p[0].content == "You are a coach." and p[1].content.startswith(SUMMARY_HEADER)
     assert p[2].content.startswith("Turn 4:")
-    assert h.summary_info()["covers"] == 8 and len(h) == 5
+    assert h.summary_info()["covers"] == 8 and h.summary_info()["cursor"] == 9
+    assert len(h) == 13, "a summary is a view: every stored message is still there"
     assert "1000 steps" in h.summary() and "1003 steps" in h.summary()
+
+
+def test_stored_count_is_unchanged_by_summarizing(r, ns, llm):
+    h = filled(r, ns, 20)
+    before = [m.id for m in h.messages()]
+    for _ in range(3):
+        mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=6, keep_last=2))
+        h.append([U("I slept seven hours."), A("Good.")])
+    assert [m.id for m in h.messages()][:len(before)] == before and len(h) == len(before) + 6
+    assert len(recent(h)) < len(h) - 1
 
 
 def test_not_triggered_leaves_the_thread_alone(r, ns, llm):
@@ -67,7 +100,7 @@ def test_by_tokens_triggers_on_the_estimate(r, ns, llm):
     assert not mk.summarize_if_needed(h, llm, policy=mk.ByTokens(max_tokens=600, keep_last=2))
     assert mk.count_tokens(h.prompt_messages()) > 400
     assert mk.summarize_if_needed(h, llm, policy=policy)
-    assert len(h) == 2 and h.summary_info()["covers"] == 6
+    assert len(h) == 8 and h.summary_info()["covers"] == 6 and len(recent(h)) == 2
     assert "Maria" in h.summary() and mk.count_tokens(h.prompt_messages()) < 400
     assert not mk.summarize_if_needed(h, llm, policy=policy)
 
@@ -84,7 +117,7 @@ def test_rolling_summary_folds_in_the_previous_one(r, ns, llm):
     assert second != first
     for fact in ("Raphael", "peanuts", "Tokyo", "March 3"):
         assert fact in second
-    assert h.summary_info()["covers"] == 8 and len(h) == 2
+    assert h.summary_info()["covers"] == 8 and len(recent(h)) == 2 and len(h) == 10
 
 
 def test_kept_tail_never_splits_a_tool_call(r, ns, llm):
@@ -93,9 +126,23 @@ def test_kept_tail_never_splits_a_tool_call(r, ns, llm):
               mk.Message(role="assistant", content="", tool_calls=[call("c1")]),
               mk.Message(role="tool", content="72 bpm", tool_call_id="c1"), A("It is 72 bpm.")])
     assert mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=6, keep_last=3))
-    kept = h.messages()
+    kept = recent(h)
     assert kept[0].content == "What is my heart rate?" and len(kept) == 4
     assert fix_ok(h.prompt_messages())
+
+
+def test_prompt_messages_are_valid_after_summaries_and_deletions(r, ns, llm):
+    h = mk.ChatHistory(r, "u", "t", namespace=ns)
+    h.append(mk.Message(role="system", content="sys"))
+    for i in range(6):
+        h.append([U(f"rate {i}?"), mk.Message(role="assistant", content="", tool_calls=[call(f"c{i}")]),
+                  mk.Message(role="tool", content=f"{70 + i} bpm", tool_call_id=f"c{i}"), A(f"{70 + i} bpm.")])
+        mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=5, keep_last=3))
+        p = h.prompt_messages(system="You are a coach.")
+        assert fix_ok(p) and p[0].content == "You are a coach." and p[1].content == "sys"
+    r.rpush(h.key, mk.Message(role="tool", content="stray", tool_call_id="nobody").to_json())
+    assert fix_ok(h.prompt_messages()) and "stray" not in [m.content for m in h.prompt_messages()]
+    assert len(h) == 26
 
 
 def test_summary_and_thread_share_the_ttl(r, ns, llm):
@@ -107,38 +154,63 @@ def test_summary_and_thread_share_the_ttl(r, ns, llm):
     assert 100 < r.ttl(h.summary_key) <= 120
 
 
-def test_empty_summary_from_the_model_is_an_error_and_changes_nothing(r, ns):
-    class Mute:
-        def chat(self, messages, tools=None, response_format=None):
-            return A("   ")
-
+@pytest.mark.parametrize("garbage", ["   ", "I'd rather not.", '{"facts": "not a list"}', '["...", "<fact>"]',
+                                     '{"summary": 3}'])
+def test_garbage_from_the_model_is_a_failed_task_and_changes_nothing(r, ns, garbage):
     h = filled(r, ns, 8)
     before = [m.id for m in h.messages()]
-    with pytest.raises(mk.LLMError):
-        mk.summarize_if_needed(h, Mute())
+    model = Scripted(garbage)
+    assert not mk.summarize_if_needed(h, model)
+    assert model.calls == 2, "one repair round, then the task fails"
     assert [m.id for m in h.messages()] == before and h.summary() is None
+    assert len(h.prompt_messages()) == len(before)
 
 
-def test_drop_prefix_refuses_a_stale_snapshot(r, ns):
+def test_made_up_facts_are_dropped_by_the_trace_check(r, ns, emb):
+    h = filled(r, ns, 8)
+    made_up = {"facts": ["User walked 1002 steps on turn 2.", "User's daughter Zoe lives in Lima.",
+                         "User walked 9999 steps."]}
+    assert mk.summarize_if_needed(h, Scripted(json.dumps(made_up)), embedder=emb)
+    info = h.summary_info()
+    assert info["facts"] == ["User walked 1002 steps on turn 2."] and info["dropped"] == 2
+    only_made_up = {"facts": ["User's daughter Zoe lives in Lima."]}
+    h2 = filled(r, ns, 8, h=mk.ChatHistory(r, "u", "t2", namespace=ns))
+    assert not mk.summarize_if_needed(h2, Scripted(json.dumps(only_made_up)), embedder=emb)
+    assert h2.summary() is None
+
+
+def test_trace_check_names_what_is_missing(emb):
+    sources = ["I moved to Lyon in 2021 for a postdoc.", "My colleague Théo calls on Thursdays."]
+    traces = S.trace(["User moved to Lyon in 2021.", "User moved to Lyon in 2012.", "User has a cat named Felix."],
+                     sources, emb)
+    assert traces[0].ok and traces[0].source == 0
+    assert not traces[1].ok and traces[1].missing == {"2012"}
+    assert not traces[2].ok
+
+
+def test_advance_refuses_a_stale_view(r, ns):
     h = filled(r, ns, 4)
-    snap = h.snapshot()
-    r.set(h.summary_key, '{"text": "someone else", "covers": 2}')
-    assert not h.drop_prefix(snap, 3, {"text": "mine", "covers": 2})
+    view = h.view()
+    r.set(h.summary_key, '{"text": "someone else", "cursor": 3}')
+    assert not h.advance(view, 2, {"text": "mine"})
     assert len(h) == 9 and h.summary() == "someone else"
-    snap = h.snapshot()
+    r.delete(h.summary_key)
+    view = h.view()
     r.lset(h.key, 1, U("edited").to_json())
-    assert not h.drop_prefix(snap, 3, {"text": "mine", "covers": 2})
-    assert len(h) == 9
+    assert not h.advance(view, 2, {"text": "mine"})
+    assert h.summary() is None
+    view = h.view()
+    assert h.advance(view, 2, {"text": "mine"}) and h.summary_info()["cursor"] == 3
 
 
 def test_eight_writers_during_summarization_lose_nothing(r, ns):
     rec = RecordingRecall()
-    h = filled(r, ns, 10, recall=rec)
+    h = filled(r, ns, 10, h=indexed(r, ns, rec))
     stop = threading.Event()
     written = []
 
     def writer(w):
-        mine = mk.ChatHistory(r, "u", "t", namespace=ns, recall=rec)
+        mine = indexed(r, ns, rec)
         i = 0
         while not stop.is_set() or i < 5:
             written.extend(mine.append([U(f"writer {w} says {i}"), A(f"ack {w} {i}")]))
@@ -154,16 +226,43 @@ def test_eight_writers_during_summarization_lose_nothing(r, ns):
     [t.join() for t in threads]
     assert done >= 3 and len(written) > 40
 
-    info, remaining = h.summary_info(), h.messages()
-    assert remaining[0].role == "system"
     total_conversation = 20 + len(written)
-    assert info["covers"] + (len(remaining) - 1) == total_conversation
-    added = {i for _, _, i in rec.added}
-    removed = [i for _, _, i in rec.removed]
-    kept = {m.id for m in remaining}
-    assert len(removed) == len(set(removed)) == info["covers"]
-    assert set(removed) | kept == added and not set(removed) & kept
-    assert {m.id for m in written} <= added
+    stored = h.messages()
+    assert len(stored) == 1 + total_conversation and {m.id for m in written} <= {m.id for m in stored}
+    info, view = h.summary_info(), h.view()
+    assert info["covers"] + len(view.raws) == total_conversation
+    assert stored[info["cursor"] - 1].id == info["last_id"], "the cursor sits right after the last summarized message"
+    assert rec.removed == [] and {m.id for m in written} <= {i for _, _, i in rec.added}
+
+
+def test_cursor_is_atomic_under_concurrent_appends(r, ns, llm):
+    h = filled(r, ns, 30)
+    stop, errors = threading.Event(), []
+
+    def writer(w):
+        mine = mk.ChatHistory(r, "u", "t", namespace=ns)
+        i = 0
+        while not stop.is_set():
+            mine.append([U(f"w{w} m{i}"), A(f"ok {w} {i}")])
+            i += 1
+            time.sleep(0.002)
+
+    def checker():
+        while not stop.is_set():
+            info, stored = h.summary_info(), h.messages()
+            if info and stored[info["cursor"] - 1].id != info["last_id"]:
+                errors.append(info)
+            time.sleep(0.01)
+
+    workers = [threading.Thread(target=writer, args=(w,)) for w in range(4)] + [threading.Thread(target=checker)]
+    [t.start() for t in workers]
+    for _ in range(5):
+        mk.summarize_if_needed(h, SlowLLM(0.05), policy=mk.ByCount(max_messages=10, keep_last=4))
+    stop.set()
+    [t.join() for t in workers]
+    assert errors == []
+    view = h.view()
+    assert h.summary_info()["covers"] + len(view.raws) == len(h) - 1
 
 
 def test_two_summarizers_racing_count_each_message_once(r, ns):
@@ -175,14 +274,63 @@ def test_two_summarizers_racing_count_each_message_once(r, ns):
     [t.start() for t in workers]
     [t.join() for t in workers]
     assert results.count(True) >= 1
-    assert h.summary_info()["covers"] + len(h) - 1 == 30
+    assert h.summary_info()["covers"] + len(h.view().raws) == 30 and len(h) == 31
 
 
-# ---------------------------------------------------------------- the offline summarizer
-def test_summary_prompt_names_the_task_and_carries_the_previous_summary():
-    p = summary_prompt([U("I live in Oslo."), A("Nice.")], previous="- User has a dog.")
-    assert p[0].role == "system" and p[0].content.startswith("[task: summarize]")
-    assert "- User has a dog." in p[1].content and "user: I live in Oslo." in p[1].content
+# ---------------------------------------------------------------- deliberate deletions next to a summary
+def test_delete_first_moves_the_cursor_and_keeps_the_summary(r, ns, llm):
+    h = filled(r, ns, 8)
+    assert mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=6, keep_last=4))
+    before, visible = h.summary_info(), [m.id for m in recent(h)]
+    gone = h.delete_first(4)
+    assert len(gone) == 4 and len(h) == 13
+    after = h.summary_info()
+    assert after["text"] == before["text"] and after["cursor"] == before["cursor"] - 4
+    assert [m.id for m in recent(h)] == visible
+
+
+def test_forgetting_a_summarized_message_drops_the_summary(r, ns, llm):
+    h = filled(r, ns, 8)
+    assert mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=6, keep_last=4))
+    assert "1001 steps" in h.summary()
+    gone = h.delete_where(lambda m: "1001 steps" in m.content)
+    assert [m.content for m in gone] == ["Turn 1: I walked 1001 steps."]
+    assert h.summary() is None and len(h) == 16
+    assert mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=6, keep_last=4))
+    assert "1001 steps" not in h.summary() and "1002 steps" in h.summary()
+
+
+def test_forgetting_a_recent_message_keeps_the_summary(r, ns, llm):
+    h = filled(r, ns, 8)
+    assert mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=6, keep_last=4))
+    cursor = h.summary_info()["cursor"]
+    h.delete_where(lambda m: "1007 steps" in m.content)
+    assert h.summary_info()["cursor"] == cursor and "1007 steps" not in str(h.prompt_messages())
+
+
+def test_a_summary_left_behind_by_a_deleted_list_is_ignored(r, ns, llm):
+    h = filled(r, ns, 8)
+    assert mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=6, keep_last=4))
+    r.delete(h.key)
+    h.append(U("a new start"))
+    assert [m.content for m in h.prompt_messages()] == ["a new start"]
+
+
+def test_corrupt_entries_are_counted_but_never_summarized(r, ns, llm):
+    h = filled(r, ns, 6)
+    r.linsert(h.key, "AFTER", r.lindex(h.key, 2), "{broken")
+    assert mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=10, keep_last=4))
+    assert "broken" not in h.summary() and len(h) == 14
+    assert all(m.name != CORRUPT for m in h.prompt_messages())
+
+
+# ---------------------------------------------------------------- the task and the offline summarizer
+def test_the_task_renders_previous_facts_and_messages_without_markers():
+    inp = S.SummarizeInput(previous=["User has a dog."], messages=S.source([U("I live in Oslo."), A("Nice.")]))
+    text = S.render(inp)
+    assert "- User has a dog." in text and "user: I live in Oslo." in text
+    assert "[task:" not in text + S.SUMMARIZE.prompt and "(offline)" not in text + S.SUMMARIZE.prompt
+    assert S.SUMMARIZE.output.model_json_schema()["type"] == "object"
 
 
 def test_offline_summary_keeps_names_dates_preferences_and_drops_small_talk(llm):
@@ -193,7 +341,7 @@ def test_offline_summary_keeps_names_dates_preferences_and_drops_small_talk(llm)
              U("Sounds good."), A("Great."),
              U("How's the weather?"), A("(offline) I don't know that yet."),
              U("We moved to Montreal in 2021 for my job at Ubisoft."), A("Interesting.")]
-    out = mk.summarize_messages(convo, llm)
+    out = S.summarize_messages(convo, llm).text
     for fact in ("Léa", "September 4", "cilantro", "tea", "Montreal", "2021", "Ubisoft"):
         assert fact in out, fact
     low = out.lower()
@@ -202,17 +350,20 @@ def test_offline_summary_keeps_names_dates_preferences_and_drops_small_talk(llm)
     assert all(line.startswith("- ") for line in out.splitlines())
 
 
-def test_offline_summary_of_nothing_useful_is_labelled():
-    out = offline_summarize(summary_prompt([U("ok"), A("ok")]))
-    assert out.startswith("- (") and "(" not in offline_summarize(summary_prompt([U("I love jazz.")], previous=out))
+def test_offline_summary_of_nothing_useful_is_empty_and_the_next_one_fills_it(llm):
+    assert S.summarize_messages([U("ok"), A("ok"), U("Thanks!"), A("Sure.")], llm).facts == []
+    assert S.summarize_messages([U("I love jazz.")], llm, previous=[]).facts == ["user: I love jazz."]
 
 
-def test_merge_keeps_newer_wording_and_caps_length():
-    merged = merge_bullets(["User lives in Berlin."], ["User lives in Berlin since 2019."])
-    assert merged == ["User lives in Berlin since 2019."]
-    many = [f"User's item {i} is red." for i in range(50)] + ["User's name is Raphael and User was born in 1980."]
-    capped = merge_bullets([], many, limit=10)
-    assert len(capped) == 10 and capped[-1].startswith("User's name is Raphael")
+def test_offline_summary_collapses_repeats_and_keeps_the_budget():
+    inp = S.SummarizeInput(previous=["user: I live in Berlin."],
+                           messages=S.source([U("I live in Berlin."), U("I live in Berlin since 2019.")]))
+    facts = offline_summarize.run(inp).facts
+    assert facts[-1] == "user: I live in Berlin since 2019." and len(facts) <= 2
+    many = S.SummarizeInput(messages=S.source([U(f"My item number {i} is a red {c} box from Lisbon.")
+                                               for i, c in enumerate(["wooden", "metal", "paper"] * 20)]),
+                            max_facts=10)
+    assert len(offline_summarize.run(many).facts) <= 10
 
 
 def test_policies_validate_their_arguments():

@@ -2,14 +2,14 @@
 
 Every user and assistant message with text is embedded and stored as a JSON document
 ``ns:msgvec:{user}:{thread}:{message_id}`` in the RedisVL index ``ns_messages``
-(text, role, thread_id, user_id, created_at, embedding). :class:`MessageIndex` is what
-``ChatHistory(..., recall=index)`` calls: ``add`` after every append, ``remove`` for every
-deleted message (clear, delete_first, delete_where, summarization, pruning), ``search`` for
-``h.search_messages(...)``. :func:`merge_recalled` puts recalled messages next to the recent
-window without repeating any.
+(text, role, thread_id, user_id, created_at, embedding). :meth:`MessageIndex.history`
+returns an :class:`IndexedHistory`: a ``ChatHistory`` whose appends are indexed and whose
+deliberate deletions (clear, delete_first, delete_where, the optional storage limit) remove
+the vectors too. Summaries delete nothing, so recall still finds what a summary folded in.
+This module builds on ``short_term``; ``short_term`` knows nothing of recall.
+:func:`merge_recalled` puts recalled messages next to the recent window without repeating any.
 
-Tags are case-sensitive with a separator that ids can never contain (control characters
-are rejected by :func:`memorykit.keys.check_id`), so ``Bob`` never matches ``bob`` and
+Owners are indexed encoded (``index.owner_tag``), so ``Bob`` never matches ``bob`` and
 ``a,b`` never matches ``a``.
 """
 from __future__ import annotations
@@ -17,28 +17,25 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import redis
-from redisvl.query import FilterQuery, VectorQuery, VectorRangeQuery
+from redisvl.query import CountQuery, FilterQuery, VectorQuery, VectorRangeQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
-
-from ..errors import ValidationError
-from ..keys import check_id, check_namespace, key
-from .long_term import ensure_index
-from ..messages import Message
 
 from urllib.parse import unquote
 
-from .long_term import owner_tag
+from ..errors import ValidationError
+from ..keys import check_id, check_namespace, user_key
+from ..messages import Message
+from .index import ensure_index, owner_field, owner_filter, owner_tag
+from .short_term import ChatHistory
 
 log = logging.getLogger(__name__)
 
 INDEXED_ROLES = ("user", "assistant")
 STRATEGIES = ("prepend", "append", "interleave")
-TAG_SEPARATOR = "\x1f"
 RECALL_HEADER = "Messages recalled from earlier conversations (oldest first):"
-_TAG = {"case_sensitive": True, "separator": TAG_SEPARATOR}
 _RETURN = ["message_id", "thread_id", "role", "text", "name", "created_at"]
 
 
@@ -49,11 +46,9 @@ def message_schema(namespace: str, dims: int) -> dict[str, Any]:
                   "storage_type": "json"},
         "fields": [
             {"name": "text", "type": "text"},
-            {"name": "message_id", "type": "tag", "attrs": dict(_TAG)},
-            # ids are indexed percent-encoded (owner_tag): tag values are trimmed by Redis,
-            # so raw "bob" and "bob " would otherwise be one owner
-            {"name": "user_id", "path": "$.user_tag", "type": "tag", "attrs": dict(_TAG)},
-            {"name": "thread_id", "path": "$.thread_tag", "type": "tag", "attrs": dict(_TAG)},
+            {"name": "message_id", "type": "tag", "attrs": {"case_sensitive": True}},
+            owner_field("user_id"),      # $.user_tag: the encoded owner
+            owner_field("thread_id"),    # $.thread_tag
             {"name": "role", "type": "tag"},
             {"name": "created_at", "type": "numeric"},
             {"name": "embedding", "type": "vector",
@@ -80,11 +75,51 @@ def indexable(message: Message) -> bool:
     return message.role in INDEXED_ROLES and bool((message.content or "").strip())
 
 
+class IndexedHistory(ChatHistory):
+    """A ChatHistory wired to a :class:`MessageIndex`: appends are indexed (unless ``index_appends``
+    is False, for callers that index later), deletions remove the vectors, and it can search."""
+
+    def __init__(self, r: redis.Redis, user_id: str, thread_id: str, ttl: int | None = 3600,
+                 namespace: str = "memorykit", *, index: "MessageIndex", index_appends: bool = True):
+        super().__init__(r, user_id, thread_id, ttl=ttl, namespace=namespace)
+        self.index = index
+        self.index_appends = index_appends
+
+    def append(self, message) -> list[Message]:
+        msgs = super().append(message)
+        if self.index_appends and msgs:
+            try:
+                self.index.add(self.user_id, self.thread_id, msgs)
+            except Exception:
+                log.exception("messages stored in %s but not indexed for recall", self.key)
+        return msgs
+
+    def _unindex(self, msgs: Sequence[Message]) -> list[Message]:
+        if msgs:
+            self.index.remove(self.user_id, self.thread_id, [m.id for m in msgs])
+        return list(msgs)
+
+    def clear_messages(self) -> list[Message]:
+        return self._unindex(super().clear_messages())
+
+    def delete_first(self, n: int) -> list[Message]:
+        return self._unindex(super().delete_first(n))
+
+    def delete_where(self, predicate: Callable[[Message], bool]) -> list[Message]:
+        return self._unindex(super().delete_where(predicate))
+
+    def search_messages(self, query: str, k: int = 5, thread_id: str | None = None,
+                        distance_threshold: float | None = None, **kwargs) -> list[RecalledMessage]:
+        """Semantically search this user's past messages, in every thread (or ``thread_id``)."""
+        return self.index.search(query, user_id=self.user_id, thread_id=thread_id, k=k,
+                                 distance_threshold=distance_threshold, **kwargs)
+
+
 class MessageIndex:
     """Embeds stored messages and searches them, scoped to one user (optionally one thread).
 
-    ``max_messages_per_thread``: a storage limit; after each ``add`` the oldest messages of the
-    thread are deleted from the list *and* the index together (via ``ChatHistory.delete_first``).
+    ``max_messages_per_thread``: an explicit storage limit; after each ``add`` the oldest messages
+    of the thread are deleted from the list *and* the index together (``delete_first``).
     """
 
     def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit", *,
@@ -103,10 +138,10 @@ class MessageIndex:
 
     # ------------------------------------------------------------------ keys
     def key(self, user_id: str, thread_id: str, message_id: str) -> str:
-        return key(self.namespace, "msgvec", user_id, thread_id, message_id)
+        return user_key(self.namespace, "msgvec", user_id, thread_id, message_id)
 
     def _thread_pattern(self, user_id: str, thread_id: str) -> str:
-        return key(self.namespace, "msgvec", check_id(user_id, "user_id"), check_id(thread_id, "thread_id")) + ":*"
+        return user_key(self.namespace, "msgvec", check_id(user_id, "user_id"), check_id(thread_id, "thread_id")) + ":*"
 
     # ------------------------------------------------------------------ writes
     def add(self, user_id: str, thread_id: str, messages: Sequence[Message]) -> int:
@@ -135,11 +170,11 @@ class MessageIndex:
         return int(self.redis.delete(*keys)) if keys else 0
 
     # ------------------------------------------------------------------ storage limit + consistency
-    def history(self, user_id: str, thread_id: str):
-        """The thread as a ChatHistory wired to this index (deletes there remove vectors here)."""
-        from .short_term import ChatHistory
-
-        return ChatHistory(self.redis, user_id, thread_id, ttl=None, namespace=self.namespace, recall=self)
+    def history(self, user_id: str, thread_id: str, ttl: int | None = None, *,
+                index_appends: bool = True) -> IndexedHistory:
+        """The thread as an IndexedHistory: appends indexed here, deletions there remove vectors here."""
+        return IndexedHistory(self.redis, user_id, thread_id, ttl=ttl, namespace=self.namespace,
+                              index=self, index_appends=index_appends)
 
     def prune(self, user_id: str, thread_id: str, keep_last: int) -> list[Message]:
         """Delete the thread's oldest messages beyond ``keep_last``, from the list and the index together.
@@ -150,8 +185,8 @@ class MessageIndex:
         if keep_last < 0:
             raise ValidationError("keep_last must be >= 0")
         h = self.history(user_id, thread_id)
-        snap = h.snapshot()
-        excess = len(snap.raws) - snap.head - keep_last
+        view = h.view()
+        excess = view.start + len(view.raws) - len(view.head) - keep_last
         return h.delete_first(excess) if excess > 0 else []
 
     def vector_ids(self, user_id: str, thread_id: str) -> set[str]:
@@ -177,9 +212,9 @@ class MessageIndex:
     # ------------------------------------------------------------------ reads
     def _scope(self, user_id: str, thread_id: str | None, roles: Sequence[str] | None,
                since: float | None, until: float | None) -> FilterExpression:
-        expr = Tag("user_id") == owner_tag(check_id(user_id, "user_id"))
+        expr = owner_filter(user_id)
         if thread_id is not None:
-            expr = expr & (Tag("thread_id") == owner_tag(check_id(thread_id, "thread_id")))
+            expr = expr & owner_filter(thread_id, "thread_id")
         if roles:
             expr = expr & (Tag("role") == list(roles))
         if since is not None:
@@ -197,11 +232,12 @@ class MessageIndex:
     def search(self, query: str, user_id: str, thread_id: str | None = None, k: int = 5,
                distance_threshold: float | None = None, *, roles: Sequence[str] | None = None,
                exclude_ids: Iterable[str] = (), since: float | None = None,
-               until: float | None = None) -> list[RecalledMessage]:
+               until: float | None = None, vector: Sequence[float] | None = None) -> list[RecalledMessage]:
         """The user's past messages closest in meaning to ``query``, closest first.
 
         Scoped to ``user_id`` always (and ``thread_id`` if given); ``distance_threshold`` turns
-        KNN into a range query; ``exclude_ids`` drops messages you already have (the window).
+        KNN into a range query; ``exclude_ids`` drops messages you already have (the window);
+        ``vector`` is the query's embedding when the caller has it already (embed once per turn).
         """
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("search needs a non-empty query")
@@ -209,7 +245,7 @@ class MessageIndex:
             return []
         exclude = set(exclude_ids)
         expr = self._scope(user_id, thread_id, roles, since, until)
-        vector = self.embedder.embed(query)
+        vector = list(vector) if vector is not None else self.embedder.embed(query)
         n = k + len(exclude)
         if distance_threshold is None:
             q = VectorQuery(vector, "embedding", return_fields=_RETURN, num_results=n, filter_expression=expr)
@@ -224,8 +260,7 @@ class MessageIndex:
         return out[:k]
 
     def count(self, user_id: str, thread_id: str | None = None) -> int:
-        from redisvl.query import CountQuery
-
+        """How many messages of this user (or thread) have a vector."""
         return int(self.index.query(CountQuery(filter_expression=self._scope(user_id, thread_id, None, None, None))))
 
     def messages(self, user_id: str, thread_id: str | None = None, limit: int = 1000) -> list[RecalledMessage]:

@@ -1,10 +1,16 @@
 """Short-term memory: a thread is a Redis LIST of JSON messages, plus trimming policies.
 
 Appends are a single RPUSH (never delete + rewrite, which loses messages when two
-writers race); every write refreshes a sliding TTL. Trimming functions are pure: they
-shape the list sent to a model and leave the stored thread untouched. Deletions from a
-stored thread follow the same validity rules and remove entries in place (by count
-or by value), so messages appended meanwhile are never lost.
+writers race); every write refreshes a sliding TTL. The list is complete: a summary is a
+*view* stored beside it (``...:summary``: text + a cursor; it covers the entries before the
+cursor), so ``prompt_messages()`` = system head + summary + the messages after the cursor,
+and nothing stored is lost when a thread is summarized. Trimming functions are pure.
+Deleting from a stored thread is a separate, deliberate operation that follows the same
+validity rules, removes entries by value and moves the cursor in the same script.
+
+Long threads are bounded by the sliding TTL (``ttl=None`` keeps a thread until you delete
+it) and, where a hard limit is needed, by an explicit ``delete_first`` (the summary then keeps
+the gist of what was dropped).
 """
 from __future__ import annotations
 
@@ -12,13 +18,13 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 import redis
 
 from ..errors import MemoryKitError, ValidationError
-from ..keys import check_id, check_namespace, key
+from ..keys import check_id, check_namespace, user_key
 from ..messages import Message, as_message, count_tokens
 
 log = logging.getLogger(__name__)
@@ -62,7 +68,7 @@ def valid_cuts(messages: Sequence[Message]) -> list[int]:
     return [i for i, good in enumerate(ok) if good]
 
 
-def _drop_orphans(messages: Sequence[Message]) -> list[Message]:
+def drop_orphans(messages: Sequence[Message]) -> list[Message]:
     """Remove tool results whose assistant tool call is not in the list."""
     owners = _call_owner(messages)
     return [m for m, o in zip(messages, owners) if m.role != "tool" or o is not None]
@@ -73,7 +79,7 @@ def _window(messages: Sequence[Message], start_at_or_after: int) -> list[Message
     msgs = [as_message(m) for m in messages]
     h = head_length(msgs)
     cut = next((c for c in valid_cuts(msgs) if c >= max(h, start_at_or_after)), len(msgs))
-    return msgs[:h] + _drop_orphans(msgs[cut:])
+    return msgs[:h] + drop_orphans(msgs[cut:])
 
 
 def fix_boundaries(messages: Sequence[Message | dict]) -> list[Message]:
@@ -108,7 +114,7 @@ def trim_to_tokens(messages: Sequence[Message | dict], max_tokens: int,
         suffix[i] = suffix[i + 1] + per_message[i]
     for cut in valid_cuts(msgs):
         if cut >= h and suffix[cut] <= budget:
-            return msgs[:h] + _drop_orphans(msgs[cut:])
+            return msgs[:h] + drop_orphans(msgs[cut:])
     return msgs[:h]
 
 
@@ -134,92 +140,139 @@ def _decode(raw: str, where: str) -> Message | None:
         return None
 
 
-def _digest(raws: Sequence[str]) -> str:
+def digest(raws: Sequence[str]) -> str:
+    """SHA-1 of entries joined by newlines: what the scripts compare to detect a changed range."""
     return hashlib.sha1("\n".join(raws).encode("utf-8")).hexdigest()
 
 
-# Atomically: if the first #prefix entries and the summary are unchanged, drop them (keeping the
-# system head), then set (or keep) the summary. Entries appended meanwhile sit at the tail, untouched.
-_DROP_PREFIX = """
-local n, head = tonumber(ARGV[2]), tonumber(ARGV[3])
-if n > 0 then
-  local got = redis.call('LRANGE', KEYS[1], 0, n - 1)
-  if #got ~= n or redis.sha1hex(table.concat(got, '\\n')) ~= ARGV[1] then return 0 end
-end
-local summary = redis.call('GET', KEYS[2]) or ''
-if redis.sha1hex(summary) ~= ARGV[4] then return 0 end
-local kept = {}
-if head > 0 then kept = redis.call('LRANGE', KEYS[1], 0, head - 1) end
-redis.call('LTRIM', KEYS[1], n, -1)
-for i = #kept, 1, -1 do redis.call('LPUSH', KEYS[1], kept[i]) end
-if ARGV[5] ~= '' then
-  redis.call('SET', KEYS[2], ARGV[5])
-  if tonumber(ARGV[6]) > 0 then redis.call('EXPIRE', KEYS[2], ARGV[6]) end
-end
-return 1
-"""
-
-
 def parse_summary(raw: str | None) -> dict[str, Any] | None:
-    """The summary record stored as JSON (a plain string is read as text covering 0 messages)."""
+    """The summary record (JSON: text, facts, cursor, covers, ...); a plain string covers nothing stored."""
     if raw is None:
         return None
     try:
         data = json.loads(raw)
     except ValueError:
         data = raw
-    return data if isinstance(data, dict) else {"text": str(data), "covers": 0}
+    if not isinstance(data, dict):
+        data = {"text": str(data)}
+    data["cursor"] = int(data.get("cursor") or 0)
+    data["covers"] = int(data.get("covers") or 0)
+    data["facts"] = data.get("facts") if isinstance(data.get("facts"), list) else []  # Lua's cjson writes [] as {}
+    return data
 
 
-def summary_text(raw: str | None) -> str | None:
-    info = parse_summary(raw)
-    return info.get("text") if info else None
+# ---------------------------------------------------------------- Lua: the view, the cursor, deletions
+# Read the view in one step: the summary, the system head (entries before the cursor that are
+# system messages) and every entry from the cursor on. A cursor past the list's end is stale
+# (the list expired or was deleted behind the summary's back): that summary is dropped.
+_VIEW = """
+local s = redis.call('GET', KEYS[2])
+local cursor = 0
+if s then
+  local ok, d = pcall(cjson.decode, s)
+  if ok and type(d) == 'table' and tonumber(d.cursor) then cursor = tonumber(d.cursor) end
+end
+if cursor > redis.call('LLEN', KEYS[1]) then redis.call('DEL', KEYS[2]); s, cursor = false, 0 end
+local out = {s or '', cursor, 0}
+if cursor > 0 then
+  local n = 0
+  while n < cursor do
+    local raw = redis.call('LINDEX', KEYS[1], n)
+    local ok, m = pcall(cjson.decode, raw)
+    if not (ok and type(m) == 'table' and m.role == 'system') then break end
+    out[#out + 1] = raw
+    n = n + 1
+  end
+  out[3] = n
+end
+local tail = redis.call('LRANGE', KEYS[1], cursor, -1)
+for i = 1, #tail do out[#out + 1] = tail[i] end
+return out
+"""
+
+# Advance the cursor: store a new summary only if the summary is still the one we read and the
+# entries it newly covers are still at the same positions. Appends (at the tail) never conflict.
+_ADVANCE = """
+local current = redis.call('GET', KEYS[2]) or ''
+if redis.sha1hex(current) ~= ARGV[1] then return 0 end
+local from, to = tonumber(ARGV[2]), tonumber(ARGV[3])
+local got = redis.call('LRANGE', KEYS[1], from, to - 1)
+if #got ~= to - from or redis.sha1hex(table.concat(got, '\\n')) ~= ARGV[4] then return 0 end
+redis.call('SET', KEYS[2], ARGV[5])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+return 1
+"""
+
+# Remove entries by value; every removed entry before the cursor moves it back by one. If
+# ARGV[1] == '1' and a covered entry was removed, the summary is dropped (it may repeat what
+# was meant to be forgotten); otherwise it is kept with the moved cursor.
+_REMOVE = """
+local s = redis.call('GET', KEYS[2])
+local rec, cursor = nil, 0
+if s then
+  local ok, d = pcall(cjson.decode, s)
+  if ok and type(d) == 'table' and tonumber(d.cursor) then rec, cursor = d, tonumber(d.cursor) end
+end
+local removed, covered = 0, 0
+for i = 2, #ARGV do
+  local pos = redis.call('LPOS', KEYS[1], ARGV[i])
+  if pos then
+    redis.call('LREM', KEYS[1], 1, ARGV[i])
+    removed = removed + 1
+    if pos < cursor then cursor, covered = cursor - 1, covered + 1 end
+  end
+end
+if rec and covered > 0 then
+  if ARGV[1] == '1' then redis.call('DEL', KEYS[2])
+  else rec.cursor = cursor; redis.call('SET', KEYS[2], cjson.encode(rec), 'KEEPTTL') end
+end
+return {removed, covered}
+"""
 
 
 @dataclass
-class Snapshot:
-    """A consistent read of a thread: raw entries, decoded messages (None if corrupt), the raw summary."""
+class View:
+    """What a model may see of a thread, read atomically: the system head, the summary record,
+    and the entries from ``start`` on (``messages[i]`` is list position ``start + i``; None if corrupt)."""
 
-    raws: list[str]
-    messages: list[Message | None]
+    head: list[Message]
+    summary: dict[str, Any] | None
     summary_raw: str | None
+    start: int
+    raws: list[str]
+    messages: list[Message | None] = field(default_factory=list)
 
     @property
-    def valid(self) -> list[Message]:
-        return [m for m in self.messages if m is not None]
+    def recent(self) -> list[Message]:
+        """The readable messages after the cursor (tool results without their call dropped)."""
+        return drop_orphans([m for m in self.messages if m is not None])
 
     @property
     def positional(self) -> list[Message]:
-        """One message per entry (corrupt ones as an empty placeholder), so indices match the list."""
-        return [m if m is not None else Message(role="assistant", content="", name=CORRUPT)
-                for m in self.messages]
-
-    @property
-    def head(self) -> int:
-        """Leading entries that are (readable) system messages."""
-        n = 0
-        while n < len(self.messages) and self.messages[n] is not None and self.messages[n].role == "system":
-            n += 1
-        return n
+        """One message per entry after the cursor (corrupt ones as an empty placeholder)."""
+        return [m if m is not None else Message(role="assistant", content="", name=CORRUPT) for m in self.messages]
 
 
 # ---------------------------------------------------------------- the stored thread
 class ChatHistory:
-    """One conversation thread of one user, stored as a Redis LIST with a sliding TTL."""
+    """One conversation thread of one user: a complete Redis LIST, a summary view, a sliding TTL."""
 
     def __init__(self, r: redis.Redis, user_id: str, thread_id: str, ttl: int | None = 3600,
-                 namespace: str = "memorykit", recall: Any = None):
-        if ttl is not None and (not isinstance(ttl, int) or ttl <= 0):
+                 namespace: str = "memorykit"):
+        if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0):
             raise ValidationError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
         self.r = r
         self.user_id = check_id(user_id, "user_id")
         self.thread_id = check_id(thread_id, "thread_id")
         self.namespace = check_namespace(namespace)
         self.ttl = ttl
-        self.recall = recall
-        self.key = key(namespace, "thread", user_id, thread_id)
-        self.summary_key = key(namespace, "thread", user_id, thread_id, "summary")
-        self.threads_key = key(namespace, "user", user_id, "threads")
+        self.key = user_key(namespace, "thread", user_id, thread_id)
+        self.summary_key = user_key(namespace, "thread", user_id, thread_id, "summary")
+        self.threads_key = user_key(namespace, "user", user_id, "threads")
+        self._view = r.register_script(_VIEW)
+        self._advance = r.register_script(_ADVANCE)
+        self._remove = r.register_script(_REMOVE)
 
     def __repr__(self) -> str:
         return f"ChatHistory(user_id={self.user_id!r}, thread_id={self.thread_id!r}, namespace={self.namespace!r})"
@@ -238,11 +291,6 @@ class ChatHistory:
             pipe.rpush(self.key, *(m.to_json() for m in msgs))
             self._touch(pipe)
             pipe.execute()
-        if self.recall is not None:
-            try:
-                self.recall.add(self.user_id, self.thread_id, msgs)
-            except Exception:
-                log.exception("messages stored in %s but not indexed for recall", self.key)
         return msgs
 
     def _touch(self, pipe) -> None:
@@ -264,18 +312,26 @@ class ChatHistory:
         return [m for raw in raws if (m := _decode(raw, self.key)) is not None]
 
     def __len__(self) -> int:
+        """How many entries are stored (a summary never changes this)."""
         return int(self.r.llen(self.key))
 
-    def snapshot(self) -> Snapshot:
-        """All raw entries and the summary, read together in one transaction."""
-        with self.r.pipeline(transaction=True) as pipe:
-            pipe.lrange(self.key, 0, -1)
-            pipe.get(self.summary_key)
-            raws, summary_raw = pipe.execute()
-        return Snapshot(raws, [_decode(raw, self.key) for raw in raws], summary_raw)
+    def view(self) -> View:
+        """The system head, the summary and the entries after its cursor, read in one script call."""
+        out = self._view(keys=[self.key, self.summary_key])
+        summary_raw, cursor, n_head = out[0] or None, int(out[1]), int(out[2])
+        head_raws, raws = out[3:3 + n_head], out[3 + n_head:]
+        head = [m for raw in head_raws if (m := _decode(raw, self.key)) is not None]
+        msgs = [_decode(raw, self.key) for raw in raws]
+        start = cursor
+        if cursor == 0:  # nothing covered: the system head opens the list itself
+            n = 0
+            while n < len(msgs) and msgs[n] is not None and msgs[n].role == "system":
+                n += 1
+            head, raws, msgs, start = [m for m in msgs[:n] if m], raws[n:], msgs[n:], n
+        return View(head, parse_summary(summary_raw), summary_raw, start, raws, msgs)
 
     def summary_info(self) -> dict[str, Any] | None:
-        """The stored summary record: text, covers (messages summarized in total), updated_at."""
+        """The stored summary record: text, facts, cursor, covers (messages folded in), updated_at."""
         return parse_summary(self.r.get(self.summary_key))
 
     def summary(self) -> str | None:
@@ -284,102 +340,92 @@ class ChatHistory:
         return info.get("text") if info else None
 
     def prompt_messages(self, system: str | None = None) -> list[Message]:
-        """What to send a model: the system prompt, the summary as a system message, the kept messages."""
-        return self.prompt_from(self.snapshot(), system)
+        """What to send a model: system prompt, stored system head, the summary, the messages after it."""
+        return self.prompt_from(self.view(), system)
 
     @staticmethod
-    def prompt_from(snap: Snapshot, system: str | None = None) -> list[Message]:
-        """prompt_messages() for an already-read snapshot."""
-        msgs = snap.valid
-        h = head_length(msgs)
+    def prompt_from(view: View, system: str | None = None) -> list[Message]:
+        """prompt_messages() for an already-read view."""
         out = [Message(role="system", content=system)] if system else []
-        out += msgs[:h]
-        text = summary_text(snap.summary_raw)
+        out += view.head
+        text = (view.summary or {}).get("text")
         if text:
             out.append(Message(role="system", content=f"{SUMMARY_HEADER}\n{text}"))
-        return out + msgs[h:]
+        return out + view.recent
 
-    # -- deleting
+    def advance(self, view: View, cut: int, record: dict[str, Any]) -> bool:
+        """Store ``record`` as the summary covering everything before ``view.start + cut``, atomically:
+        only if the summary is still ``view``'s and those entries did not move. False: re-read, retry."""
+        end = view.start + cut
+        record = {**record, "cursor": end}
+        ok = self._advance(keys=[self.key, self.summary_key], args=[
+            hashlib.sha1((view.summary_raw or "").encode("utf-8")).hexdigest(), view.start, end,
+            digest(view.raws[:cut]), json.dumps(record, ensure_ascii=False)])
+        return bool(ok)
+
+    # -- deleting (deliberate; a summary never deletes)
     def clear(self) -> int:
         """Delete the thread, its summary and its entry in the user's thread list; returns messages deleted."""
+        return len(self.clear_messages())
+
+    def clear_messages(self) -> list[Message]:
+        """clear(), returning the deleted messages (readable ones) instead of their count."""
         with self.r.pipeline(transaction=True) as pipe:
             pipe.lrange(self.key, 0, -1)
             pipe.delete(self.key, self.summary_key)
             pipe.zrem(self.threads_key, self.thread_id)
             raws = pipe.execute()[0]
-        self._forget([m for raw in raws if (m := _decode(raw, self.key)) is not None])
-        return len(raws)
+        return [m for raw in raws if (m := _decode(raw, self.key)) is not None]
 
-    def _forget(self, msgs: Sequence[Message]) -> None:
-        if self.recall is not None and msgs:
-            self.recall.remove(self.user_id, self.thread_id, [m.id for m in msgs])
+    def _entries(self) -> tuple[list[str], list[Message]]:
+        raws = self.r.lrange(self.key, 0, -1)
+        return raws, [m if (m := _decode(raw, self.key)) is not None
+                      else Message(role="assistant", content="", name=CORRUPT) for raw in raws]
 
-    def drop_prefix(self, snap: Snapshot, count: int, new_summary: dict[str, Any] | None = None) -> bool:
-        """Atomically remove the first ``count`` entries (system head kept) if they and the summary
-        are still what ``snap`` saw; optionally store a new summary. False means: re-read and retry."""
-        h = min(snap.head, count)
-        raws = snap.raws[:count]
-        summary_json = json.dumps(new_summary, ensure_ascii=False) if new_summary is not None else ""
-        ok = self.r.eval(_DROP_PREFIX, 2, self.key, self.summary_key, _digest(raws), count, h,
-                         hashlib.sha1((snap.summary_raw or "").encode("utf-8")).hexdigest(),
-                         summary_json, self.ttl or 0)
-        if ok:
-            self._forget([m for m in snap.messages[h:count] if m is not None])
-        return bool(ok)
+    def _remove_raws(self, raws: Sequence[str], forget: bool) -> None:
+        if raws:
+            self._remove(keys=[self.key, self.summary_key], args=["1" if forget else "0", *raws])
 
-    def delete_first(self, n: int, attempts: int = 5) -> list[Message]:
+    def delete_first(self, n: int) -> list[Message]:
         """Delete the first ``n`` messages after the system head, extended to the next valid boundary
-        (the rest then starts with a user message and keeps tool calls with their results)."""
+        (the rest then starts with a user message and keeps tool calls with their results).
+        A summary that covered them keeps their gist; its cursor moves back."""
         if n <= 0:
             return []
-        for _ in range(attempts):
-            snap = self.snapshot()
-            msgs = snap.positional
-            h = snap.head
-            cut = next((c for c in valid_cuts(msgs) if c >= h + n), len(msgs))
-            if cut <= h:
-                return []
-            if self.drop_prefix(snap, cut):
-                return [m for m in snap.messages[h:cut] if m is not None]
-        raise MemoryKitError(f"delete_first gave up after {attempts} attempts: the thread kept changing")
+        raws, msgs = self._entries()
+        h = head_length(msgs)
+        cut = next((c for c in valid_cuts(msgs) if c >= h + n), len(msgs))
+        self._remove_raws(raws[h:cut], forget=False)
+        return [m for m in msgs[h:cut] if m.name != CORRUPT]
 
     def delete_where(self, predicate: Callable[[Message], bool]) -> list[Message]:
         """Delete every message matching ``predicate`` (by value, so concurrent appends survive);
-        a tool call and its results go together, and the rest is cut to a valid start."""
-        snap = self.snapshot()
-        pairs = [(raw, m) for raw, m in zip(snap.raws, snap.messages) if m is not None]
+        a tool call and its results go together, and the rest is cut to a valid start. A summary
+        that covered a deleted message is dropped too (it is rebuilt from what is left)."""
+        all_raws, all_msgs = self._entries()
+        pairs = [(raw, m) for raw, m in zip(all_raws, all_msgs) if m.name != CORRUPT]
         msgs = [m for _, m in pairs]
         doomed = {i for i, m in enumerate(msgs) if predicate(m)}
         owners = _call_owner(msgs)
         for i, o in enumerate(owners):
             if o is not None and (i in doomed or o in doomed):
                 doomed |= {i, o}
-        for i, o in enumerate(owners):
-            if o is not None and o in doomed:
-                doomed.add(i)
         kept = [i for i in range(len(msgs)) if i not in doomed]
         valid = {id(m) for m in fix_boundaries([msgs[i] for i in kept])}
         doomed |= {i for i in kept if id(msgs[i]) not in valid}
         if not doomed:
             return []
+        self._remove_raws([pairs[i][0] for i in sorted(doomed)], forget=True)
         with self.r.pipeline(transaction=True) as pipe:
-            for i in sorted(doomed):
-                pipe.lrem(self.key, 1, pairs[i][0])
             self._touch(pipe)
             pipe.execute()
-        gone = [msgs[i] for i in sorted(doomed)]
-        self._forget(gone)
-        return gone
+        return [msgs[i] for i in sorted(doomed)]
 
     # -- recall across threads
-    def search_messages(self, query: str, k: int = 5, thread_id: str | None = None,
-                        distance_threshold: float | None = None) -> list:
-        """Semantically search this user's past messages (delegates to the ``recall`` index)."""
-        if self.recall is None:
-            raise MemoryKitError("search_messages needs a message index: create the history with "
-                                 "ChatHistory(..., recall=mk.MessageRecall(r, embedder, namespace))")
-        return self.recall.search(query, user_id=self.user_id, thread_id=thread_id, k=k,
-                                  distance_threshold=distance_threshold)
+    def search_messages(self, query: str, k: int = 5, **kwargs) -> list:
+        """Search this user's past messages by meaning: needs a history from ``MessageIndex.history``."""
+        raise MemoryKitError("search_messages needs a message index for recall: get the history from "
+                             "mk.MessageIndex(r, embedder, namespace).history(user_id, thread_id)")
 
     def list_threads(self) -> list[tuple[str, float]]:
         """This user's live threads, most recent first, as (thread_id, last_activity)."""
@@ -388,13 +434,13 @@ class ChatHistory:
 
 def list_threads(r: redis.Redis, user_id: str, namespace: str = "memorykit") -> list[tuple[str, float]]:
     """A user's live threads, most recent first, as (thread_id, last_activity); expired ones pruned."""
-    threads_key = key(check_namespace(namespace), "user", check_id(user_id, "user_id"), "threads")
+    threads_key = user_key(check_namespace(namespace), "user", check_id(user_id, "user_id"), "threads")
     entries = r.zrevrange(threads_key, 0, -1, withscores=True)
     if not entries:
         return []
     with r.pipeline(transaction=False) as pipe:
         for thread_id, _ in entries:
-            pipe.exists(key(namespace, "thread", user_id, thread_id))
+            pipe.exists(user_key(namespace, "thread", user_id, thread_id))
         alive = pipe.execute()
     gone = [t for (t, _), ok in zip(entries, alive) if not ok]
     if gone:
