@@ -2,8 +2,10 @@
 import pytest
 
 import memorykit as mk
+import memorykit.agent.memory_agent as agent_module
+from memorykit.course.widgets import PLACEHOLDER
 from memorykit.errors import LLMError
-from memorykit.widgets import PLACEHOLDER
+from memorykit.llm import TaskFailed
 
 
 @pytest.fixture
@@ -37,6 +39,7 @@ def test_send_shows_reply_memories_and_timings(agent):
     assert "allergic to peanuts" in w.panels["Long-term"].value and "ADD" in w.panels["Long-term"].value
     assert "Lena" in w.panels["Working memory"].value
     assert "user-visible latency" in w.panels["Timings"].value and "remember" in w.panels["Timings"].value
+    assert "model calls (whole turn)" in w.panels["Timings"].value and "model call(s)" in w.status.value
     assert "assistant" in w.panels["Thread"].value
     assert not w.send_button.disabled and w.progress.layout.visibility == "hidden"
 
@@ -103,7 +106,7 @@ def test_errors_are_shown_in_the_widget_not_raised(r, ns):
     class Down:
         label = "down"
 
-        def chat(self, messages, tools=None, response_format=None):
+        def chat(self, messages, tools=None, **kwargs):
             raise LLMError("the model server answered HTTP 503: overloaded")
 
     a = mk.MemoryAgent(r, llm=Down(), namespace=ns, memory="short_term")
@@ -124,3 +127,16 @@ def test_stateless_agent_feedback_is_explained(r, llm, ns):
     assert all(not hasattr(row, "children") for row in w.conversation.children)  # no 👍 / 👎 without a store
     assert w.toggle_feedback(-1, "positive") is None and "only with memory" in w.status.value
     assert "stateless" in w.backend.value
+
+
+def test_failed_memory_steps_are_shown(agent, monkeypatch):
+    def bad_extract(*args, **kwargs):
+        raise TaskFailed("extract_memories", "the model did not answer within 30 s")
+
+    monkeypatch.setattr(agent_module, "extract_memories", bad_extract)
+    w = mk.ChatWidget(agent, user_id="lena", thread_id="t1")
+    turn = w.send("I'm allergic to peanuts.")
+    assert turn.ok and list(turn.failed_steps) == ["extract"]
+    assert "⚠" in w.status.value and "extract" in w.status.value and "30 s" in w.status.value
+    assert "extract ⚠ failed" in w.panels["Timings"].value and "failed steps" in w.panels["Timings"].value
+    assert len(bubbles(w)) == 2  # the message and the reply are both shown and kept

@@ -1,50 +1,48 @@
-"""The memory agent: one chat turn that uses every memory layer, with per-step timings.
+"""The memory agent: one chat turn that uses every memory layer, with per-step timings and usage.
 
-A turn: save the user's message -> load the thread (summary + recent messages) ->
-retrieve (long-term memories, working memory, procedure suggestion, feedback examples,
-recalled old messages) -> call the model (with a tool loop when memory is exposed as
-tools) -> save the reply. Then, in a background thread that the next turn and ``flush()``
-wait for: index the messages for recall, extract memories and ``remember`` them, update
-working memory, store the procedure when tools were used well, summarize if the policy says so.
-
-Modes: ``memory="full"`` (everything), ``"short_term"`` (the thread only) or ``False``
-(stateless: the model sees only the newest message; the transcript is still saved so a
-reader can look at it). ``retrieval="inject"`` puts memories in the prompt;
-``"tools"`` lets the model call ``search_memory`` / ``manage_memory`` itself.
+Foreground (the user waits): save the message, load the thread view, embed the question once
+and retrieve with that vector, run the ``reply`` task through the one tool loop, save the reply.
+Background (the next turn and ``flush()`` wait for it): index for recall, extract and
+``remember``, update working memory, store a good procedure, summarize. Each background step
+runs on its own; a failure is logged and recorded in ``turn.failed_steps``, the rest still run.
+Modes: ``memory="full" | "short_term" | False``; ``retrieval="inject"`` (memories in the
+prompt) or ``"tools"`` (the model calls ``search_memory`` / ``manage_memory``).
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import json
-import re
 import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import redis
 
 from ..config import settings
+from ..embeddings import get_embedder
 from ..errors import LLMError, MemoryKitError, ValidationError
-from ..memory.extraction import extract_memories
 from ..keys import check_id
-from ..memory.long_term import MemoryHit, MemoryStore, format_memories
-from ..messages import Message, count_tokens
-from ..memory.procedural import FeedbackStore, ProcedureStore, evaluate_workflow
-from ..memory.recall import MessageIndex, recall_block
+from ..llm.factory import get_llm
+from ..llm.task import Task, TaskFailed, Usage, track_usage
+from ..llm.tools import Tool
+from ..memory.extraction import extract_memories
+from ..memory.long_term import MemoryHit, MemoryStore
+from ..memory.feedback import FeedbackStore
+from ..memory.procedural import ProcedureStore, evaluate_workflow
+from ..memory.recall import MessageIndex
 from ..memory.short_term import ChatHistory
 from ..memory.summarize import ByCount, summarize_if_needed
-from ..llm.tools import Tool, call_tool, schemas
-from .tools import memory_tools
 from ..memory.working import PROFILE_TEMPLATE, WorkingMemory
+from ..messages import Message, count_tokens
+from .loop import run_tool_loop
+from .reply import DEFAULT_SYSTEM, REPLY, ReplyInput, reply_task
+from .tools import memory_tools
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SYSTEM = ("You are a helpful assistant with memory. Use what you know about the user "
-                  "when it helps; say so when you don't know something.")
-MAX_TOOL_STEPS = 4
 MODES = ("full", "short_term", False)
 RETRIEVALS = ("inject", "tools")
 FOREGROUND_STEPS = ("load", "retrieve", "model", "store")
@@ -54,6 +52,7 @@ BeforeModel = Callable[[list[Message]], "list[Message] | None"]
 AfterModel = Callable[[Message], "Message | Retry | None"]
 
 
+# ---------------------------------------------------------------- the turn record
 @dataclass
 class Retry:
     """Returned by an ``after_model`` hook: ask the model once more, with this note."""
@@ -63,11 +62,10 @@ class Retry:
 
 @dataclass
 class Turn:
-    """What one ``chat()`` call did: the reply, what memory it used and stored, and how long each step took.
+    """What one ``chat()`` did: the reply, the memory it used and stored, timings, usage, failures.
 
-    ``timings_ms`` holds the foreground steps (load, retrieve, model, store) as soon as
-    ``chat()`` returns, and the background ones (index, extract, remember, working,
-    procedure, summarize) once ``agent.flush()`` has returned.
+    Foreground timings (load, retrieve, model, store) are there when ``chat()`` returns;
+    background ones, ``memories_stored`` and the background usage once ``agent.flush()`` has.
     """
 
     user_id: str
@@ -87,7 +85,9 @@ class Turn:
     suggestion: Any = None
     retries: list[str] = field(default_factory=list)
     error: str | None = None
-    background_error: str | None = None
+    failed_steps: dict[str, str] = field(default_factory=dict)
+    usage: list[Usage] = field(default_factory=list)
+    vector: list[float] | None = field(default=None, repr=False)  # the question's embedding, shared
     saved: bool = False
 
     @property
@@ -98,18 +98,41 @@ class Turn:
     def background_ms(self) -> float:
         return sum(v for k, v in self.timings_ms.items() if k in BACKGROUND_STEPS)
 
+    @property
+    def background_error(self) -> str | None:
+        """The failed background steps in one line, or None."""
+        return "; ".join(f"{k}: {v}" for k, v in self.failed_steps.items()) or None
+
+    @property
+    def model_calls(self) -> int:
+        return len(self.usage)
+
+    @property
+    def tokens_in(self) -> int:
+        return sum(u.prompt_tokens for u in self.usage)
+
+    @property
+    def tokens_out(self) -> int:
+        return sum(u.completion_tokens for u in self.usage)
+
     def __repr__(self) -> str:
         state = f"error={self.error!r}" if self.error else f"reply={self.reply!r}"
+        failed = f", failed={sorted(self.failed_steps)}" if self.failed_steps else ""
         return (f"Turn({self.user_id!r}/{self.thread_id!r}, {state}, used={len(self.memories_used)}, "
-                f"stored={len(self.memories_stored)}, tool_calls={len(self.tool_calls)})")
+                f"stored={len(self.memories_stored)}, tool_calls={len(self.tool_calls)}{failed})")
 
 
+def _reason(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, TaskFailed) else f"{type(exc).__name__}: {exc}"
+
+
+# ---------------------------------------------------------------- the agent
 class MemoryAgent:
     """An agent whose memory lives in Redis: short-term, long-term, working, procedural.
 
     ``before_model`` hooks get the prompt (a list of messages) and may return a new one
-    (e.g. redact it); ``after_model`` hooks get the reply and may return a replacement
-    Message (e.g. redaction) or ``Retry(reason)`` to ask the model once more.
+    (e.g. redact it: the model is sent exactly that); ``after_model`` hooks get the reply and
+    may return a replacement Message or ``Retry(reason)`` to ask the model once more.
     """
 
     def __init__(self, r: redis.Redis, llm=None, embedder=None, namespace: str = "memorykit", *,
@@ -118,35 +141,25 @@ class MemoryAgent:
                  distance_threshold: float | None = None, summary_policy=None,
                  thread_ttl: int | None = None, working_template: str | None = PROFILE_TEMPLATE,
                  background: bool = True, recall_k: int = 3,
-                 before_model: Sequence[BeforeModel] = (),
-                 after_model: Sequence[AfterModel] = ()):
+                 before_model: Sequence[BeforeModel] = (), after_model: Sequence[AfterModel] = ()):
         if memory not in MODES:
             raise ValidationError(f"memory must be 'full', 'short_term' or False, got {memory!r}")
         if retrieval not in RETRIEVALS:
             raise ValidationError(f"retrieval must be 'inject' or 'tools', got {retrieval!r}")
-        from ..llm import get_llm
-
-        self.r = r
+        self.r, self.namespace, self.memory, self.retrieval = r, namespace, memory, retrieval
         self.llm = llm or get_llm()
-        self.namespace = namespace
-        self.memory = memory
-        self.retrieval = retrieval
         self.system_prompt = system_prompt
-        self.k = k
-        self.recall_k = recall_k
+        self.task = REPLY if system_prompt == DEFAULT_SYSTEM else reply_task(system_prompt)
+        self.k, self.recall_k = k, recall_k
         self.distance_threshold = (distance_threshold if distance_threshold is not None
                                    else settings().distance_threshold)
         self.summary_policy = summary_policy or ByCount(max_messages=20, keep_last=6)
         self.thread_ttl = thread_ttl
-        self.before_model = list(before_model)
-        self.after_model = list(after_model)
+        self.before_model, self.after_model = list(before_model), list(after_model)
         self.embedder = embedder
         self.store = self.working = self.procedures = self.feedback = self.recall = None
         if memory == "full":
-            if embedder is None:
-                from ..embeddings import get_embedder
-
-                self.embedder = get_embedder(r)
+            self.embedder = embedder or get_embedder(r)
             self.store = MemoryStore(r, self.embedder, namespace=namespace)
             self.recall = MessageIndex(r, self.embedder, namespace=namespace)
             self.procedures = ProcedureStore(r, self.embedder, namespace=namespace)
@@ -159,19 +172,25 @@ class MemoryAgent:
         self._unsaved: dict[tuple[str, str], list[Message]] = {}
 
     def __repr__(self) -> str:
-        return (f"MemoryAgent(memory={self.memory!r}, retrieval={self.retrieval!r}, "
-                f"llm={self.label!r}, namespace={self.namespace!r})")
+        return f"MemoryAgent(memory={self.memory!r}, retrieval={self.retrieval!r}, llm={self.label!r}, " \
+               f"namespace={self.namespace!r})"
 
     @property
     def label(self) -> str:
         """The backend label shown to people: "offline" or the model name."""
         return str(getattr(self.llm, "label", type(self.llm).__name__))
 
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ threads
     def history(self, user_id: str, thread_id: str) -> ChatHistory:
-        """The thread as a ChatHistory (clearing it also drops its recall vectors)."""
-        return ChatHistory(self.r, user_id, thread_id, ttl=self.thread_ttl, namespace=self.namespace,
-                           recall=self.recall)
+        """The thread; with full memory, deleting from it also deletes the messages' recall vectors."""
+        if self.recall is not None:  # the agent indexes in the background, not on append
+            return self.recall.history(user_id, thread_id, ttl=self.thread_ttl, index_appends=False)
+        return ChatHistory(self.r, user_id, thread_id, ttl=self.thread_ttl, namespace=self.namespace)
+
+    def clear(self, user_id: str, thread_id: str) -> int:
+        """"Clear chat": delete the thread, its summary and its recall vectors; long-term memory stays."""
+        self.flush()
+        return self.history(user_id, thread_id).clear()
 
     def unsaved(self, user_id: str, thread_id: str) -> list[Message]:
         """Messages kept in memory because Redis was down; saved with the next turn."""
@@ -201,14 +220,14 @@ class MemoryAgent:
         model or Redis is reported in ``turn.error`` and the user's message is kept."""
         if not isinstance(text, str) or not text.strip():
             raise ValidationError("the message is empty: type something to send")
-        check_id(user_id, "user_id")
-        check_id(thread_id, "thread_id")
+        check_id(user_id, "user_id"), check_id(thread_id, "thread_id")
         started = time.perf_counter()
         self.flush()
-        history = ChatHistory(self.r, user_id, thread_id, ttl=self.thread_ttl, namespace=self.namespace)
         turn = Turn(user_id=user_id, thread_id=thread_id, user_message=Message(role="user", content=text))
         try:
-            self._foreground(turn, history)
+            with track_usage() as calls:
+                self._foreground(turn, self.history(user_id, thread_id))
+            turn.usage.extend(calls)
             if turn.saved and self.memory:
                 self._pending.append(self._executor.submit(self._after_turn, turn))
                 if not self.background:
@@ -222,25 +241,19 @@ class MemoryAgent:
             if not self._save(history, [turn.user_message], turn):
                 return
             try:
-                thread = history.prompt_messages() if self.memory else [turn.user_message]
+                thread = history.prompt_messages() if self.memory else []
             except redis.RedisError as exc:
                 turn.error = f"Redis failed while loading the thread ({exc}); your message is saved"
                 return
         try:
             with self._timed(turn, "retrieve"):
-                system = self._system_block(turn, history)
-            turn.prompt = [Message(role="system", content=system)] + thread
-            for hook in self.before_model:
-                changed = hook(list(turn.prompt))
-                if changed is not None:
-                    turn.prompt = list(changed)
-            turn.prompt_tokens = count_tokens(turn.prompt)
+                inp = self._reply_input(turn, [m for m in thread if m.id != turn.user_message.id])
             with self._timed(turn, "model"):
-                reply, extra = self._call_model(turn)
+                reply, extra = self._call_model(turn, inp)
         except Exception as exc:  # the model, Redis or a hook failed: report it, keep the user's message
-            turn.error = f"{type(exc).__name__}: {exc}"
-            log.warning("turn failed for user %r thread %r: %s", turn.user_id, turn.thread_id, exc,
-                        exc_info=not isinstance(exc, (LLMError, redis.RedisError)))
+            turn.error = _reason(exc)
+            log.warning("turn failed for user %r thread %r: %s", turn.user_id, turn.thread_id, turn.error,
+                        exc_info=not isinstance(exc, (TaskFailed, LLMError, redis.RedisError)))
             return
         turn.reply_message, turn.reply = reply, reply.content
         with self._timed(turn, "store"):
@@ -260,36 +273,34 @@ class MemoryAgent:
             log.warning("could not save to %s: %s", history.key, exc)
             return False
 
-    def _system_block(self, turn: Turn, history: ChatHistory) -> str:
-        parts = [self.system_prompt]
+    def _reply_input(self, turn: Turn, past: list[Message]) -> ReplyInput:
+        """The reply task's input; with full memory, the question is embedded once for every search."""
+        question, uid = turn.user_message.content, turn.user_id
+        inp = ReplyInput(question=question, history=past)
         if self.memory != "full":
-            return parts[0]
-        query, uid = turn.user_message.content, turn.user_id
+            return inp
+        vector = turn.vector = self.embedder.embed(question)
         if self.retrieval == "inject":
-            turn.memories_used = self.store.search(query, user_id=uid, k=self.k,
+            turn.memories_used = self.store.search(question, user_id=uid, k=self.k, vector=vector,
                                                    distance_threshold=self.distance_threshold)
-            parts.append(format_memories(turn.memories_used))
+            inp.memories = [h.memory.content for h in turn.memories_used]
         if self.working is not None:
-            parts.append(self.working.prompt_block(uid, history.thread_id,
-                                                   editable=self.retrieval == "tools"))
-        window_ids = [m.id for m in history.messages(last_n=20)]
+            content = self.working.get(uid, turn.thread_id)
+            inp.working_memory = content if isinstance(content, str) or content is None else json.dumps(content)
         turn.recalled = [hit for hit in self.recall.search(
-            query, user_id=uid, k=self.recall_k, distance_threshold=self.distance_threshold,
-            exclude_ids=window_ids) if hit.thread_id != history.thread_id]
-        block = recall_block(turn.recalled)
-        if block is not None:
-            parts.append(block.content)
-        guidance = self.feedback.examples(query, user_id=uid, k=2)
-        if guidance:
-            parts.append(guidance.block)
+            question, user_id=uid, k=self.recall_k, distance_threshold=self.distance_threshold,
+            exclude_ids=[m.id for m in past], vector=vector) if hit.thread_id != turn.thread_id]
+        inp.recalled = [f"{h.message.role}: {h.message.content.strip()}" for h in turn.recalled]
+        guidance = self.feedback.examples(question, user_id=uid, k=2, vector=vector)
+        inp.guidance = guidance.block if guidance else None
         if self.retrieval == "tools":
-            hits = self.procedures.suggest(query, k=1, user_id=uid)
+            hits = self.procedures.suggest(question, k=1, user_id=uid, vector=vector)
             turn.suggestion = hits[0] if hits else None
             if turn.suggestion is not None:
                 p = turn.suggestion.procedure
-                parts.append(f"A similar earlier question was answered well with these tools, in order: "
-                             f"{', '.join(p.tools_used)} (similarity {turn.suggestion.similarity:.2f}).")
-        return "\n\n".join(p for p in parts if p)
+                inp.suggestion = (f"A similar earlier question was answered well with these tools, in order: "
+                                  f"{', '.join(p.tools_used)} (similarity {turn.suggestion.similarity:.2f}).")
+        return inp
 
     def _tools(self, turn: Turn) -> list[Tool]:
         if self.memory != "full" or self.retrieval != "tools":
@@ -300,41 +311,47 @@ class MemoryAgent:
             tools += self.working.tools(turn.user_id, turn.thread_id)
         return tools
 
+    def _hooked(self, turn: Turn, inp: ReplyInput) -> tuple[Task, ReplyInput]:
+        """Run the before-model hooks on the rendered prompt; if they change it, send exactly that."""
+        rendered = self.task.messages(inp)
+        turn.prompt = list(rendered)
+        for hook in self.before_model:
+            changed = hook(list(turn.prompt))
+            if changed is not None:
+                turn.prompt = list(changed)
+        turn.prompt_tokens = count_tokens(turn.prompt)
+        if [(m.role, m.content) for m in turn.prompt] == [(m.role, m.content) for m in rendered]:
+            return self.task, inp
+        fixed = list(turn.prompt)
+        body = fixed[1:] if fixed and fixed[0].role == "system" else fixed
+        last = max((i for i, m in enumerate(body) if m.role == "user"), default=None)
+        if last is not None:  # the typed input follows the edit too, for backends that read it
+            inp = inp.model_copy(update={"question": body[last].content, "history": body[:last]})
+        return dataclasses.replace(self.task, build=lambda i: [*fixed, *i.steps]), inp
+
     @staticmethod
     def _check_reply(reply: Any) -> Message:
         """A model that answers garbage (not a message, empty, the wrong role) fails the turn cleanly."""
-        if isinstance(reply, str):
-            reply = Message(role="assistant", content=reply)
         if not isinstance(reply, Message):
-            raise LLMError(f"the model returned {type(reply).__name__}, not a message")
+            raise TaskFailed("reply", f"the model returned {type(reply).__name__}, not a message")
         if reply.role != "assistant":
-            raise LLMError(f"the model returned a {reply.role!r} message, not an assistant reply")
-        if not reply.tool_calls and not reply.content.strip():
-            raise LLMError("the model returned an empty reply")
+            raise TaskFailed("reply", f"the model returned a {reply.role!r} message, not an assistant reply")
+        if not reply.content.strip():
+            raise TaskFailed("reply", "the model returned an empty reply")
         return reply
 
-    def _call_model(self, turn: Turn) -> tuple[Message, list[Message]]:
-        """The model call, its tool loop and the after-model hooks; returns (reply, tool messages)."""
+    def _call_model(self, turn: Turn, inp: ReplyInput) -> tuple[Message, list[Message]]:
+        """The reply task through the tool loop, then the after-model hooks (one retry at most)."""
         tools = self._tools(turn)
-        prompt, extra = list(turn.prompt), []
-        for _step in range(MAX_TOOL_STEPS + 2):
-            reply = self._check_reply(self.llm.chat(prompt, tools=schemas(tools) or None))
-            if reply.tool_calls:
-                if not tools:
-                    raise LLMError("the model asked for a tool, but this agent offers none")
-                extra.append(reply)
-                prompt.append(reply)
-                for call in reply.tool_calls:
-                    turn.tool_calls.append(call)
-                    result = Message(role="tool", content=call_tool(tools, call), tool_call_id=call.get("id"),
-                                     name=call.get("function", {}).get("name"))
-                    turn.tool_results.append(result.content)
-                    extra.append(result)
-                    prompt.append(result)
-                if len(turn.tool_calls) > MAX_TOOL_STEPS:
-                    raise LLMError(f"the model kept calling tools ({len(turn.tool_calls)} calls) without answering")
-                continue
-            retry = None
+        task, inp = self._hooked(turn, inp)
+        steps: list[Message] = []
+        saved: list[Message] = []
+        for attempt in range(2):
+            loop = run_tool_loop(self.llm, task, inp.model_copy(update={"steps": steps}), tools)
+            saved += loop.steps[len(steps):]
+            turn.tool_calls += loop.tool_calls
+            turn.tool_results += loop.tool_results
+            reply, retry = self._check_reply(loop.reply), None
             for hook in self.after_model:
                 verdict = hook(reply)
                 if isinstance(verdict, Retry):
@@ -342,65 +359,86 @@ class MemoryAgent:
                     break
                 if isinstance(verdict, Message):
                     reply = self._check_reply(verdict)
-            if retry is not None and not turn.retries:
-                turn.retries.append(retry.reason)
-                prompt.append(Message(role="system",
-                                      content=f"Your last answer was rejected: {retry.reason}. Answer again."))
-                continue
-            if retry is not None:
-                turn.retries.append(retry.reason)
+            if retry is None:
+                break
+            turn.retries.append(retry.reason)
+            if attempt == 1:
                 log.warning("reply still rejected after one retry (%s); keeping it", retry.reason)
-            self._collect_tool_hits(turn)
-            return reply, extra
-        raise LLMError(f"the model did not answer within {MAX_TOOL_STEPS} tool steps")
+                break
+            steps = [*loop.steps, reply, Message(role="system", content=f"Your last answer was rejected: "
+                                                                         f"{retry.reason}. Answer again.")]
+        self._collect_tool_hits(turn)
+        return reply, saved
 
     def _collect_tool_hits(self, turn: Turn) -> None:
         """In tools mode, the memories the model found through search_memory count as used."""
         found: dict[str, float] = {}
         for call, result in zip(turn.tool_calls, turn.tool_results):
-            if call.get("function", {}).get("name") != "search_memory":
-                continue
-            try:
-                for item in json.loads(result).get("results", []):
-                    found.setdefault(item["id"], float(item.get("distance", 0.0)))
-            except (ValueError, AttributeError, KeyError, TypeError):
-                continue
+            if call.get("function", {}).get("name") == "search_memory":
+                try:
+                    found.update({i["id"]: float(i.get("distance", 0.0)) for i in json.loads(result)["results"]
+                                  if i["id"] not in found})
+                except (ValueError, AttributeError, KeyError, TypeError):
+                    continue
         if found and self.store is not None:
-            memories = self.store.get_many(list(found))
-            turn.memories_used = [MemoryHit(m, found[m.id]) for m in memories if m is not None]
+            turn.memories_used = [MemoryHit(m, found[m.id]) for m in self.store.get_many(list(found)) if m]
 
     # ------------------------------------------------------------------ after the reply
+    @contextmanager
+    def _step(self, turn: Turn, name: str, calls: list[Usage]):
+        """Time one background step; a failure is logged and recorded, never raised. A model task
+        that failed inside the step (and was skipped there) counts too: its usage record says so."""
+        start = len(calls)
+        with self._timed(turn, name):
+            try:
+                yield
+            except Exception as exc:
+                self._failed(turn, name, _reason(exc), exc)
+            else:
+                for u in calls[start:]:
+                    if not u.ok:
+                        error = getattr(u, "error", None)
+                        self._failed(turn, name, f"task {u.task!r} failed" + (f": {error}" if error else ""))
+
+    @staticmethod
+    def _failed(turn: Turn, name: str, reason: str, exc: Exception | None = None) -> None:
+        turn.failed_steps[name] = "; ".join(filter(None, [turn.failed_steps.get(name), reason]))
+        log.warning("background step %s failed for user %r: %s", name, turn.user_id, reason,
+                    exc_info=exc is not None and not isinstance(exc, (TaskFailed, LLMError, redis.RedisError)))
+
     def _after_turn(self, turn: Turn) -> None:
-        history = self.history(turn.user_id, turn.thread_id)
-        try:
-            if self.memory == "full":
-                with self._timed(turn, "index"):
-                    self.recall.add(turn.user_id, turn.thread_id, [turn.user_message, turn.reply_message])
-                with self._timed(turn, "extract"):
-                    candidates = extract_memories([turn.user_message], llm=self.llm)
-                with self._timed(turn, "remember"):
-                    for candidate in candidates:  # user-told facts stay the user's, even general ones
-                        decision = self.store.remember(
-                            candidate.content, user_id=turn.user_id, memory_type=candidate.type, llm=self.llm,
-                            source_thread=turn.thread_id, source_messages=[turn.user_message.id])
-                        turn.memories_stored.append(decision)
-                if self.working is not None:
-                    with self._timed(turn, "working"):
-                        self.working.observe(turn.user_message, self.llm, user_id=turn.user_id,
-                                             thread_id=turn.thread_id)
-                if turn.tool_calls:
-                    with self._timed(turn, "procedure"):
-                        names = [c.get("function", {}).get("name", "") for c in turn.tool_calls]
-                        evaluation = evaluate_workflow(names, turn.tool_results, turn.reply,
-                                                       turn.timings_ms.get("model", 0.0))
-                        if evaluation.success_score >= self.procedures.min_score:
-                            self.procedures.store(turn.user_message.content, names, evaluation.success_score,
-                                                  turn.timings_ms.get("model", 0.0))
-            with self._timed(turn, "summarize"):
-                summarize_if_needed(history, self.llm, policy=self.summary_policy)
-        except Exception as exc:  # logged and reported; the reply has already been saved
-            turn.background_error = f"{type(exc).__name__}: {exc}"
-            log.exception("background memory writes failed for user %r", turn.user_id)
+        with track_usage() as calls:
+            try:
+                self._background(turn, calls)
+            finally:
+                turn.usage.extend(calls)
+
+    def _background(self, turn: Turn, calls: list[Usage]) -> None:
+        uid, tid, said = turn.user_id, turn.thread_id, turn.user_message
+        if self.memory == "full":
+            with self._step(turn, "index", calls):
+                self.recall.add(uid, tid, [said, turn.reply_message])
+            candidates: list[Any] = []
+            with self._step(turn, "extract", calls):
+                candidates = extract_memories([said], llm=self.llm)
+            for candidate in candidates:  # user-told facts stay the user's, even general ones
+                with self._step(turn, "remember", calls):
+                    turn.memories_stored.append(self.store.remember(
+                        candidate.content, user_id=uid, memory_type=candidate.type, llm=self.llm,
+                        source_thread=tid, source_messages=[said.id]))
+            if self.working is not None:
+                with self._step(turn, "working", calls):
+                    self.working.observe(said, self.llm, user_id=uid, thread_id=tid)
+            if turn.tool_calls:
+                with self._step(turn, "procedure", calls):
+                    names = [c.get("function", {}).get("name", "") for c in turn.tool_calls]
+                    model_ms = turn.timings_ms.get("model", 0.0)
+                    evaluation = evaluate_workflow(names, turn.tool_results, turn.reply, model_ms)
+                    if evaluation.success_score >= self.procedures.min_score:
+                        self.procedures.store(said.content, names, evaluation.success_score, model_ms,
+                                              vector=turn.vector)
+        with self._step(turn, "summarize", calls):
+            summarize_if_needed(self.history(uid, tid), self.llm, policy=self.summary_policy)
 
     # ------------------------------------------------------------------ feedback
     def give_feedback(self, turn: Turn, label: str) -> str | None:
@@ -410,64 +448,3 @@ class MemoryAgent:
         if not turn.reply:
             raise ValidationError("this turn has no reply to give feedback on")
         return self.feedback.mark(turn.user_id, turn.user_message.content, turn.reply, label)
-
-
-# ---------------------------------------------------------------- the scripted comparison
-SCRIPT_PATH = Path(__file__).resolve().parent.parent / "data" / "agent" / "scripted_questions.jsonl"
-NOT_KNOWN = re.compile(r"\b(don't know|do not know|not sure|no idea|can't tell|cannot tell)\b", re.IGNORECASE)
-
-
-def load_script(path: str | Path = SCRIPT_PATH) -> list[dict[str, Any]]:
-    """Scripted users: what each tells the agent (``setup``), then ``questions`` asked in the same
-    thread (``follow-up``) or in a new one (``cross-session``), each with expected answer keywords."""
-    scenarios = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-    for s in scenarios:
-        if not s.get("user_id") or not s.get("setup") or not s.get("questions"):
-            raise ValidationError(f"a scenario needs user_id, setup and questions: {s}")
-    return scenarios
-
-
-def answered(reply: str, expect: Sequence[str]) -> bool:
-    """Correct = every expected keyword appears and the reply does not say it doesn't know."""
-    text = reply.lower()
-    return not NOT_KNOWN.search(reply) and all(word.lower() in text for word in expect)
-
-
-def run_script(agent: MemoryAgent, scenarios: Sequence[dict[str, Any]], user_suffix: str = "") -> list[dict[str, Any]]:
-    """Play each scenario with ``agent``; one row per question: kind, question, reply, correct."""
-    rows = []
-    for s in scenarios:
-        user = f"{s['user_id']}{user_suffix}"
-        for text in s["setup"]:
-            agent.chat(text, user_id=user, thread_id="first")
-        for i, q in enumerate(s["questions"]):
-            thread = "first" if q["kind"] == "follow-up" else f"later-{i}"
-            turn = agent.chat(q["ask"], user_id=user, thread_id=thread)
-            rows.append({"user": s["user_id"], "kind": q["kind"], "question": q["ask"],
-                         "reply": turn.reply or f"(error: {turn.error})",
-                         "correct": answered(turn.reply, q["expect"]) if turn.ok else False})
-        agent.flush()
-    return rows
-
-
-def compare_modes(r: redis.Redis, llm=None, embedder=None, namespace: str = "memorykit",
-                  scenarios: Sequence[dict[str, Any]] | None = None,
-                  modes: Sequence[str | bool] = (False, "short_term", "full")):
-    """The same scripted users against a stateless, a short-term-only and a full-memory agent.
-
-    Returns a pandas DataFrame with one row per (mode, question); each mode uses its own user
-    ids (``raphael@full``), so the modes cannot see each other's memories.
-    """
-    import pandas as pd
-
-    scenarios = scenarios if scenarios is not None else load_script()
-    rows = []
-    for mode in modes:
-        name = mode or "stateless"
-        agent = MemoryAgent(r, llm=llm, embedder=embedder, namespace=namespace, memory=mode)
-        try:
-            for row in run_script(agent, scenarios, user_suffix=f"@{name}"):
-                rows.append({"mode": name, **row})
-        finally:
-            agent.close()
-    return pd.DataFrame(rows)

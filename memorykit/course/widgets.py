@@ -2,7 +2,7 @@
 
 ``ChatWidget(agent)`` shows a user id and thread, Start / Clear chat, the conversation with
 👍 / 👎 on each reply, and a side panel (Thread, Long-term, Working memory, Procedures,
-Timings) refreshed after every turn. ``widget.send(text)`` does exactly what typing and
+Timings: per-step time, model calls, tokens, failed steps) refreshed after every turn. ``widget.send(text)`` does exactly what typing and
 pressing Enter or Send does, so tests and nbval drive the same code path as a click.
 """
 from __future__ import annotations
@@ -151,10 +151,15 @@ class ChatWidget:
             self.agent.flush()
         except Exception as exc:
             log.warning("background writes failed: %s", exc)
-            turn.background_error = turn.background_error or f"{type(exc).__name__}: {exc}"
-        note = (_ERROR.format(_esc(f"memory writes failed: {turn.background_error}")) if turn.background_error
-                else _NOTE.format(f"replied in {turn.reply_ms:.0f} ms; memory writes took "
-                                  f"{turn.background_ms:.0f} ms more (in the background)"))
+            turn.failed_steps.setdefault("background", f"{type(exc).__name__}: {exc}")
+        if turn.failed_steps:
+            note = _ERROR.format(_esc("some memory steps failed (the reply and your message are saved): "
+                                      + "; ".join(f"{k}: {v}" for k, v in turn.failed_steps.items())))
+        else:
+            note = _NOTE.format(f"replied in {turn.reply_ms:.0f} ms; memory writes took "
+                                f"{turn.background_ms:.0f} ms more (in the background); "
+                                f"{turn.model_calls} model call(s), {turn.tokens_in} tokens in, "
+                                f"{turn.tokens_out} out")
         self._set_busy(False, note)
         self.refresh()
         return turn
@@ -173,8 +178,7 @@ class ChatWidget:
     def clear_chat(self) -> None:
         """Delete the current thread's messages and summary; long-term memory is kept."""
         try:
-            self.agent.flush()
-            self.agent.history(self.user_id, self.thread_id).clear()
+            self.agent.clear(self.user_id, self.thread_id)
         except Exception as exc:
             self.status.value = _ERROR.format(_esc(exc))
             return
@@ -345,9 +349,15 @@ class ChatWidget:
             return "<i>send a message to see where the time goes</i>"
         fg = [[step, "reply (you wait)", f"{last.timings_ms[step]:.1f}"] for step in FOREGROUND_STEPS
               if step in last.timings_ms]
-        bg = [[step, "background", f"{last.timings_ms[step]:.1f}"] for step in BACKGROUND_STEPS
-              if step in last.timings_ms]
+        bg = [[step + (" ⚠ failed" if step in last.failed_steps else ""), "background",
+               f"{last.timings_ms[step]:.1f}"] for step in BACKGROUND_STEPS if step in last.timings_ms]
         rows = fg + bg + [["user-visible latency", "", f"{last.reply_ms:.1f}"],
                           ["background writes", "", f"{last.background_ms:.1f}"],
-                          ["prompt tokens", "", last.prompt_tokens]]
-        return _table(rows, ["step", "when", "ms"])
+                          ["prompt tokens", "", last.prompt_tokens],
+                          ["model calls (whole turn)", "", last.model_calls],
+                          ["tokens in / out (whole turn)", "", f"{last.tokens_in} / {last.tokens_out}"]]
+        html = _table(rows, ["step", "when", "ms"])
+        if last.failed_steps:
+            html += _section("failed steps (logged and skipped; the rest of the turn ran)", _table(
+                [[k, v] for k, v in last.failed_steps.items()], ["step", "why"]))
+        return html

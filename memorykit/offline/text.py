@@ -1,12 +1,16 @@
-"""Small text helpers shared by the offline skills: sentences, words, stems, person.
+"""Small text helpers shared by the offline methods: sentences, words, stems, person, names, vectors.
 
-Deliberately plain (regular expressions, a stop-word list, a suffix stemmer): the
-offline LLM is a readable stand-in for a model, not an NLP library.
+Deliberately plain (regular expressions, a stop-word list, a suffix stemmer) plus the local
+embedding model for meaning: the offline backend is a readable stand-in for a model.
 """
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections import OrderedDict
+from typing import Sequence
+
+import numpy as np
 
 STOPWORDS = frozenset(
     """a an the and or but if then so of to in on at by for with about from into over after before
@@ -146,3 +150,42 @@ def expand(stems: set[str]) -> set[str]:
     for s in stems:
         out |= _SYNONYMS.get(s, set())
     return out
+
+
+# ---------------------------------------------------------------- names and meaning
+_NAME_INTRO = re.compile(
+    r"\b(?:my name is|my name's|i am called|i'm called|call me|name's|i go by)\s+([A-Z][\w'-]+)"
+    r"|\b(?:i am|i'm)\s+([A-Z][a-z][\w'-]+)\b", re.IGNORECASE)
+
+
+def offline_name(text: str) -> str | None:
+    """A name the user gives for themselves ("my name's Raphael", "call me Sam", "I'm Lena"), else None.
+
+    The name must be capitalized as written, so "I'm going" or "I'm allergic" is no introduction.
+    """
+    for m in _NAME_INTRO.finditer(text):
+        name = m.group(1) or m.group(2)
+        if name and name[0].isupper() and name.lower() not in STOPWORDS:
+            return name
+    return None
+
+
+_VECTORS: OrderedDict[str, np.ndarray] = OrderedDict()
+_MAX_CACHED = 4096
+
+
+def vectors(texts: Sequence[str]) -> np.ndarray:
+    """Unit vectors of ``texts`` from the local embedding model (kept in a small in-process cache)."""
+    from ..embeddings import get_embedder
+
+    missing = [t for t in dict.fromkeys(texts) if t not in _VECTORS]
+    if missing:
+        embedder = get_embedder(cache=False, kind="local")
+        for text, vec in zip(missing, embedder.embed_many(missing)):
+            v = np.asarray(vec, dtype=np.float32)
+            _VECTORS[text] = v / (float(np.linalg.norm(v)) or 1.0)
+            if len(_VECTORS) > _MAX_CACHED:
+                _VECTORS.popitem(last=False)
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.stack([_VECTORS[t] for t in texts])

@@ -66,7 +66,7 @@ def lab(tmp_path):
 
 
 def test_chat_widget_in_jupyterlab(lab):
-    from memorykit.widgets import PLACEHOLDER
+    from memorykit.course.widgets import PLACEHOLDER
 
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
