@@ -1,0 +1,212 @@
+"""Reading one user message for the working memory: the name, the timezone, goals and preferences.
+
+Each decision is one of the small trained models of :mod:`.working_models`; places and
+timezones resolve through the gazetteers of :mod:`.working_geo`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .text import STOPWORDS, normalize
+from .working_geo import ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup
+from .working_models import (
+    Token, _is_word, casual, clauses, coarse, context_candidate, context_similarity, cosine, clause_matrix,
+    embed_many, end_features, masked, models, name_features,
+    pair_features, place_features, place_tokens, start_features, tokens,
+)
+
+NAME_THRESHOLD = 0.5
+PLACE_THRESHOLD = 0.5
+CLAUSE_THRESHOLD = 0.4
+REPLACE_THRESHOLD = 0.5
+PRONOUNS = {"it", "them", "that", "this", "those", "these", "one"}
+MIN_LOWERCASE_POPULATION = 100_000
+
+
+@dataclass
+class Fact:
+    """A goal, a dropped goal, a like, a dislike or an answer-style preference, as a span of the clause."""
+
+    kind: str
+    span: str
+    clause: str
+    confidence: float = 1.0
+
+    @property
+    def item(self) -> str:
+        """The line stored in the working memory ("Likes Thai food", "Learn Spanish")."""
+        text = re.sub(r"\s+", " ", self.span).strip(" .,;:!?-\"'")
+        if self.kind == "like":
+            return f"Likes {text}"
+        if self.kind == "dislike":
+            return f"Dislikes {text}"
+        return text[:1].upper() + text[1:]
+
+
+@dataclass
+class Reading:
+    """What one message says about the user."""
+
+    name: str | None = None
+    timezone: str | None = None
+    facts: list[Fact] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.name or self.timezone or self.facts)
+
+
+def parse_item(item: str, section: str) -> tuple[str, str]:
+    """(kind, object) of a stored line: "Dislikes olives" -> ("dislike", "olives")."""
+    m = re.match(r"^(likes|loves|prefers|enjoys|dislikes|hates|avoids)\s+(.+)$", item.strip(), re.IGNORECASE)
+    if m:
+        return ("dislike" if m.group(1).lower() in ("dislikes", "hates", "avoids") else "like"), m.group(2)
+    return (section if section in ("goal", "like", "dislike") else "style"), item.strip()
+
+
+# ---------------------------------------------------------------------------- names
+def read_name(text: str, toks: list[Token], lower: bool, taken: set[int] = frozenset()) -> str | None:
+    """The name the user wants to be called; the last one named wins ("I'm Samuel, call me Sam").
+
+    ``taken``: tokens already read as a place or a timezone, which are not names.
+    """
+    candidates = [i for i, t in enumerate(toks) if _is_word(t) and not t.text[:1].isdigit() and i not in taken]
+    if not candidates:
+        return None
+    m = models()
+    ctx: dict[int, float] = {}
+    wanted = [i for i in candidates if context_candidate(toks, i, lower)]
+    if wanted:
+        vectors = embed_many([masked(text, toks[i]) for i in wanted])
+        vectors = vectors / (np.linalg.norm(vectors, axis=1, keepdims=True) + 1e-9)
+        ctx = dict(zip(wanted, context_similarity(vectors, m.name_contexts, m.other_contexts)))
+    probs = m.names.predict_proba([name_features(toks, i, lower, ctx.get(i)) for i in candidates])[:, 1]
+    chosen = [i for i, p in zip(candidates, probs) if p > NAME_THRESHOLD]
+    if not chosen:
+        return None
+    run = [chosen[-1]]
+    while run[0] - 1 in chosen:
+        run.insert(0, run[0] - 1)
+    name = " ".join(toks[i].text for i in run)
+    if lower or name.islower():
+        name = " ".join(part[:1].upper() + part[1:] for part in name.split())
+    return name
+
+
+# ---------------------------------------------------------------------------- places and timezones
+def mentions(toks: list[Token], lower: bool) -> list[tuple[int, int, Place]]:
+    """Gazetteer places named in the tokens (longest match first), as (start, end, place)."""
+    gaz, out, i = gazetteer(), [], 0
+    while i < len(toks):
+        for n in (4, 3, 2, 1):
+            j = i + n
+            if j > len(toks) or not (_is_word(toks[i]) and _is_word(toks[j - 1])):
+                continue
+            name = fold(" ".join(t.text for t in toks[i:j]))
+            places = gaz.get(ACRONYM + toks[i].text) if n == 1 and toks[i].text.isupper() else None
+            places = places or gaz.get(name)
+            if not places or name in STOPWORDS or len(name) < 3:
+                continue
+            place = places[0]
+            if toks[i].text[:1].islower() and not (lower and (place.population >= MIN_LOWERCASE_POPULATION
+                                                             or place.kind in ("country", "state"))):
+                continue
+            out.append((i, j, place))
+            i = j - 1
+            break
+        i += 1
+    return out
+
+
+def read_place(toks: list[Token], lower: bool) -> tuple[Place | None, set[int], list[tuple[int, str]]]:
+    """The place the user says they are in now (or None), the character spans of likely residences, and
+    places written as a timezone ("Tokyo time"), which count as one: (position, zone)."""
+    found = mentions(toks, lower)
+    if not found:
+        return None, set(), []
+    timed = [(toks[i].start, p.timezone) for i, j, p in found
+             if j < len(toks) and toks[j].low in ("time", "timezone") or
+             j + 1 < len(toks) and (toks[j].low, toks[j + 1].low) == ("time", "zone")]
+    probs = models().places.predict_proba(
+        [place_features(toks, i, j, p.kind, p.population, lower) for i, j, p in found])[:, 1]
+    spans = {(toks[i].start, toks[j - 1].end) for (i, j, _), p in zip(found, probs) if p > PLACE_THRESHOLD}
+    best = max(range(len(found)), key=lambda k: probs[k])
+    if probs[best] <= PLACE_THRESHOLD:
+        return None, spans, timed
+    i, j, place = found[best]
+    outer = [p for a, _, p in found if a == j + 1 and toks[j].text == ","]
+    if outer:
+        place = lookup(" ".join(t.text for t in toks[i:j]), outer[0].name) or place
+    return place, spans, timed
+
+
+# ---------------------------------------------------------------------------- goals and preferences
+def _span(clause: str, kind: str) -> str | None:
+    toks = tokens(clause)
+    if not toks:
+        return None
+    m = models()
+    starts = m.starts.predict_proba([start_features(toks, k, kind) for k in range(len(toks))])[:, 1]
+    s = int(starts.argmax())
+    ends = m.ends.predict_proba([end_features(toks, e, kind) for e in range(s + 1, len(toks) + 1)])[:, 1]
+    e = s + 1 + int(ends.argmax())
+    return clause[toks[s].start:toks[e - 1].end]
+
+
+def read_facts(text: str) -> list[Fact]:
+    """Goal / drop / like / dislike / style facts, one per clause the classifier is confident about."""
+    pieces = [text[a:b] for a, b in clauses(text)]
+    if not pieces:
+        return []
+    m = models()
+    probs = m.clause.predict_proba(clause_matrix(m.clause_vec, pieces))
+    labels = [str(c) for c in m.clause.classes_]
+    facts: list[Fact] = []
+    for n, (piece, row) in enumerate(zip(pieces, probs)):
+        kind = labels[int(row.argmax())]
+        if kind == "none" or row.max() < CLAUSE_THRESHOLD:
+            continue
+        span = _span(piece, kind)
+        if span and span.lower().strip(" .,!?") in PRONOUNS and n > 0:
+            span = _span(pieces[n - 1], "like")
+        if span and span.strip(" .,!?").lower() not in PRONOUNS | STOPWORDS:
+            facts.append(Fact(kind, span, piece, float(row.max())))
+    return facts
+
+
+def read(text: str) -> Reading:
+    """Everything one user message says about the user: name, timezone, goal and preference facts."""
+    text = normalize(text)
+    toks, lower = tokens(text), casual(text)
+    place, spans, timed = read_place(place_tokens(text), lower)
+    explicit = [(pos, 1, zone) for pos, zone in explicit_timezones(text)] + [(pos, 0, zone) for pos, zone in timed]
+    zone = max(explicit)[2] if explicit else (place.timezone if place else None)
+    taken = {k for k, t in enumerate(toks) if t.text in abbreviations() or t.text.upper() in ("UTC", "GMT")
+             or any(a <= t.start < b for a, b in spans)}
+    return Reading(read_name(text, toks, lower, taken), zone, read_facts(text))
+
+
+def pair_rows(kind: str, span: str, clause: str, items: list[str], section: str) -> list[dict]:
+    """Revision-model features of a new fact against each stored item (compared among themselves too)."""
+    parsed = [parse_item(item, section) for item in items]
+    cos = [cosine(span, obj) if obj else 0.0 for _, obj in parsed]
+    rows = []
+    for n, (old_kind, obj) in enumerate(parsed):
+        others = [c for m, c in enumerate(cos) if m != n and coarse(parsed[m][0]) == coarse(old_kind)]
+        best = not others or cos[n] >= max(others)
+        margin = cos[n] - (max(others) if others else 0.0)
+        rows.append(pair_features(kind, span, clause, old_kind, obj, cos[n], best, margin))
+    return rows
+
+
+def replaces(fact: Fact, items: list[str], section: str) -> list[str]:
+    """The stored items this new fact supersedes (a reversed preference, a dropped or changed goal)."""
+    kinds = [parse_item(item, section)[0] for item in items]
+    same = [item for item, k in zip(items, kinds) if coarse(k) == coarse(fact.kind)]
+    if not same:
+        return []
+    probs = models().pairs.predict_proba(pair_rows(fact.kind, fact.span, fact.clause, same, section))[:, 1]
+    return [item for item, p in zip(same, probs) if p > REPLACE_THRESHOLD]
