@@ -1,0 +1,135 @@
+"""Forgetting policies for long-term memory: by age, by inactivity, by a per-user budget.
+
+A memory store that only grows gets slower, costlier and, for facts that change, more
+often wrong: an old "works at the library" competes with the newer "works at the museum".
+A :class:`ForgettingPolicy` says what may go; :func:`plan` is the dry run (what would be
+deleted and why), :func:`forget` applies it. Pinned memories (``metadata.pinned``) are
+never forgotten. The rules follow Redis's agent-memory-server (``max_age_days``,
+``max_inactive_days``, ``budget`` kept by recency, pinned exempt).
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from redisvl.query import FilterQuery
+from redisvl.query.filter import FilterExpression
+
+from .index import SYSTEM_USER, owner_filter
+from .retrieval import DAY, Recency
+
+_FIELDS = ["id", "$.user_id", "$.memory_type", "$.content", "$.created_at", "$.last_accessed",
+           "$.invalid_at", "$.metadata.pinned"]
+
+
+@dataclass(frozen=True)
+class ForgettingPolicy:
+    """What may be forgotten. Unset rules do nothing; a memory goes if any rule selects it.
+
+    ``budget`` keeps each user's ``budget`` most recent memories (by :class:`Recency`, so a
+    memory used yesterday outranks one merely created yesterday). ``superseded_days``
+    forgets old versions replaced by a newer fact more than that many days ago.
+    ``memory_types`` limits the policy to those types (None: all).
+    """
+
+    max_age_days: float | None = None
+    max_inactive_days: float | None = None
+    budget: int | None = None
+    superseded_days: float | None = None
+    memory_types: Sequence[str] | None = None
+    recency: Recency = field(default_factory=Recency)
+
+
+@dataclass
+class Forget:
+    """One memory a policy selects, and why."""
+
+    id: str
+    user_id: str
+    memory_type: str
+    content: str
+    reason: str
+
+
+def _rows(store, user_id: str | None):
+    """Every memory document of the namespace (or of one owner), current and superseded."""
+    expr: FilterExpression | str = owner_filter(user_id) if user_id is not None else "*"
+    q = FilterQuery(filter_expression=expr, return_fields=_FIELDS, num_results=1000)
+    for page in store.index.paginate(q, page_size=1000):
+        yield from page
+
+
+def _float(value) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
+         now: float | None = None) -> list[Forget]:
+    """The dry run: memories the policy would delete, oldest reason first, never a pinned one.
+
+    ``user_id`` limits it to one owner (the shared ``system`` semantic memories are only
+    considered when no user is given or ``user_id="system"``).
+    """
+    now = time.time() if now is None else now
+    types = set(policy.memory_types) if policy.memory_types else None
+    out: dict[str, Forget] = {}
+    kept: dict[str, list[tuple[float, str, dict]]] = defaultdict(list)
+    for row in _rows(store, user_id):
+        mid = row["id"].rsplit(":", 1)[-1]
+        owner, mtype = row.get("$.user_id", ""), row.get("$.memory_type", "")
+        if str(row.get("$.metadata.pinned", "")).lower() in ("true", "1"):
+            continue
+        if types is not None and mtype not in types:
+            continue
+        created = _float(row.get("$.created_at")) or now
+        used = _float(row.get("$.last_accessed")) or created
+        invalid = _float(row.get("$.invalid_at"))
+        age, idle = (now - created) / DAY, (now - used) / DAY
+        reason = None
+        if policy.superseded_days is not None and invalid is not None \
+                and (now - invalid) / DAY > policy.superseded_days:
+            reason = f"superseded {(now - invalid) / DAY:.0f} d ago > {policy.superseded_days:g} d"
+        elif policy.max_age_days is not None and age > policy.max_age_days:
+            reason = f"age {age:.0f} d > {policy.max_age_days:g} d"
+        elif policy.max_inactive_days is not None and idle > policy.max_inactive_days:
+            reason = f"not used for {idle:.0f} d > {policy.max_inactive_days:g} d"
+        info = dict(id=mid, user_id=owner, memory_type=mtype, content=row.get("$.content", ""))
+        if reason:
+            out[mid] = Forget(reason=reason, **info)
+        elif invalid is None:
+            kept[owner].append((policy.recency.score(created, used, now), mid, info))
+    if policy.budget is not None:
+        for owner, items in kept.items():
+            if owner == SYSTEM_USER and user_id != SYSTEM_USER:
+                continue
+            items.sort(key=lambda t: (-t[0], t[1]))
+            for place, (score, mid, info) in enumerate(items[policy.budget:], policy.budget + 1):
+                out[mid] = Forget(reason=f"over budget: #{place} of {len(items)} by recency "
+                                         f"({score:.2f}), budget {policy.budget}", **info)
+    return sorted(out.values(), key=lambda f: (f.user_id, f.reason, f.id))
+
+
+def forget(store, policy: ForgettingPolicy, *, user_id: str | None = None, now: float | None = None,
+           dry_run: bool = False) -> list[Forget]:
+    """Apply the policy (or, with ``dry_run``, only list): returns what was (or would be) deleted."""
+    doomed = plan(store, policy, user_id=user_id, now=now)
+    if not dry_run and doomed:
+        pipe = store.redis.pipeline(transaction=False)
+        for f in doomed:
+            pipe.delete(store.key(f.id))
+        pipe.execute()
+    return doomed
+
+
+def pin(store, memory_id: str, pinned: bool = True) -> bool:
+    """Exempt a memory from every forgetting policy (or lift the exemption)."""
+    key = store.key(memory_id)
+    if not store.redis.exists(key):
+        return False
+    store.redis.json().set(key, "$.metadata.pinned", bool(pinned))
+    return True

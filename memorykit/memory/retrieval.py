@@ -1,0 +1,328 @@
+"""Hybrid retrieval for long-term memory: BM25 full text + KNN fused in rank space, plus recency.
+
+Both retrievals run inside Redis on the same index and the same user / type / validity
+filter: a RediSearch full-text query on ``content`` (BM25, stemmed, stopwords dropped)
+and a KNN query on ``embedding``. They are fused by reciprocal rank fusion (RRF), which
+needs no score calibration (BM25 scores and cosine distances live on different scales).
+Works on RediSearch 2.10 (no FT.HYBRID, no query-word weights). A question that names a
+known speaker or a date ("in May 2023") adds two more ranked lists restricted to that
+speaker / time window, so matching memories are boosted but never the only ones allowed.
+An optional recency term (half-lives on ``created_at`` and ``last_accessed``, as in Redis's
+agent-memory-server) is mixed into the fused score.
+"""
+from __future__ import annotations
+
+import calendar
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+from redisvl.query import TextQuery, VectorQuery
+from redisvl.query.filter import FilterExpression, Num, Tag
+from redisvl.utils.stopwords import get_stopwords
+
+from ..errors import ValidationError
+
+MODES = ("vector", "text", "hybrid")
+DAY = 86400.0
+_RETURN = ["id", "created_at", "last_accessed"]
+MIN_COMMON = 3
+
+
+@dataclass(frozen=True)
+class Recency:
+    """Recency boost: ``novelty`` halves every ``half_life_created_days`` since ``created_at``,
+    ``freshness`` every ``half_life_last_access_days`` since ``last_accessed`` (or creation);
+    ``weight`` is the recency share of the final score. ``now`` defaults to the clock."""
+
+    half_life_created_days: float = 30.0
+    half_life_last_access_days: float = 7.0
+    novelty_weight: float = 0.4
+    freshness_weight: float = 0.6
+    weight: float = 0.2
+    now: float | None = None
+
+    def score(self, created_at: float | None, last_accessed: float | None = None,
+              now: float | None = None) -> float:
+        """Recency in [0, 1] (1 = created and used just now)."""
+        now = now if now is not None else (self.now if self.now is not None else time.time())
+        if created_at is None:
+            return 0.0
+        used = last_accessed if last_accessed is not None else created_at
+        novelty = 0.5 ** (max(now - created_at, 0.0) / DAY / max(self.half_life_created_days, 1e-3))
+        freshness = 0.5 ** (max(now - used, 0.0) / DAY / max(self.half_life_last_access_days, 1e-3))
+        total = self.novelty_weight + self.freshness_weight
+        return (self.novelty_weight * novelty + self.freshness_weight * freshness) / (total or 1.0)
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How the ranked lists are fused: RRF's usual k=60 and equal weights; the cue weight and
+    the common-word share were checked on the dev split of ``data/longmem`` only (notebook 09
+    reports the test split)."""
+
+    rrf_k: int = 60
+    vector_weight: float = 1.0
+    text_weight: float = 1.0
+    cue_weight: float = 0.5  # each speaker- or date-restricted list
+    max_term_share: float = 0.2  # words in more of the user's memories are not searched
+    depth: int = 50  # candidates fetched per list
+
+
+DEFAULT_FUSION = Fusion()
+
+
+@dataclass
+class Candidate:
+    """One memory and its score components (``ranks``: 1-based rank in each list that holds it)."""
+
+    id: str
+    distance: float | None = None
+    text_score: float | None = None
+    ranks: dict[str, int] = field(default_factory=dict)
+    created_at: float | None = None
+    last_accessed: float | None = None
+    fused: float = 0.0
+    recency: float | None = None
+    score: float = 0.0
+
+
+# ---------------------------------------------------------------------------- query cues
+_STOP = get_stopwords("english")
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
+
+
+def query_terms(text: str) -> list[str]:
+    """Lower-cased words of a question minus English stopwords and possessive endings."""
+    words = [w.lower().removesuffix("'s") for w in _WORD.findall(text.replace("’", "'"))]
+    seen, out = set(), []
+    for w in words:
+        w = w.replace("'", "")
+        if len(w) > 1 and w not in _STOP and w not in seen:
+            seen.add(w)
+            out.append(w)
+    return out
+
+
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+_SEASONS = {"spring": (3, 3), "summer": (6, 3), "autumn": (9, 3), "fall": (9, 3), "winter": (12, 3)}
+_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_DATE = re.compile(
+    rf"\b(?:(?P<day>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?)?(?P<month>{_MONTH}|{'|'.join(_SEASONS)})\.?"
+    rf"(?:\s+(?P<day2>\d{{1,2}})(?:st|nd|rd|th)?)?,?\s+(?:of\s+)?(?P<year>(?:19|20)\d\d)\b"
+    rf"|\b(?:in|during|of)\s+(?P<lone>(?:19|20)\d\d)\b", re.IGNORECASE)
+
+
+def _utc(y: int, m: int, d: int = 1) -> float:
+    y, m = y + (m - 1) // 12, (m - 1) % 12 + 1
+    return datetime(y, m, d, tzinfo=timezone.utc).timestamp()
+
+
+def date_window(text: str, slack_days: float = 7.0) -> tuple[float, float] | None:
+    """The time window a question names ("on 8 May 2023", "in June 2023", "summer of 2023",
+    "in 2023"), widened by ``slack_days`` for "last week"-style turns; None if it names none."""
+    m = _DATE.search(text)
+    if not m:
+        return None
+    if m.group("lone"):
+        y = int(m.group("lone"))
+        start, end = _utc(y, 1), _utc(y + 1, 1)
+    else:
+        y, word = int(m.group("year")), m.group("month").lower()
+        day = m.group("day") or m.group("day2")
+        if word in _SEASONS:
+            first, length = _SEASONS[word]
+            start, end = _utc(y, first), _utc(y, first + length)
+        elif day:
+            start = _utc(y, _MONTHS[word], min(int(day), 28))
+            end = start + DAY
+        else:
+            start, end = _utc(y, _MONTHS[word]), _utc(y, _MONTHS[word] + 1)
+    return start, end + slack_days * DAY
+
+
+def mentioned_speakers(index, text: str) -> list[str]:
+    """Speakers indexed in ``speaker`` (FT.TAGVALS) whose name appears as a word of ``text``."""
+    if "speaker" not in index.schema.fields:
+        return []
+    words = {w.lower().removesuffix("'s") for w in _WORD.findall(text.replace("’", "'"))}
+    values = index.client.execute_command("FT.TAGVALS", index.name, "speaker")
+    values = [v.decode() if isinstance(v, bytes) else v for v in values]
+    return sorted(v for v in values if v in words)
+
+
+# ---------------------------------------------------------------------------- Redis queries
+def _num(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def vector_query(vector: Sequence[float], expr: FilterExpression | str | None, n: int) -> VectorQuery:
+    """KNN: rows ``id``, ``vector_distance`` and the timestamps."""
+    return VectorQuery(list(vector), "embedding", return_fields=_RETURN, num_results=n,
+                       filter_expression=expr)
+
+
+def text_query(terms: Sequence[str], expr: FilterExpression | str | None, n: int) -> TextQuery | None:
+    """BM25 over ``content`` for any of ``terms``: rows ``id``, ``score`` and the timestamps."""
+    if not terms:
+        return None
+    return TextQuery(" ".join(terms), "content", text_scorer="BM25STD", filter_expression=expr,
+                     return_fields=_RETURN, num_results=n, stopwords=None)
+
+
+def run_lists(index, queries: dict[str, Any]) -> dict[str, list[dict]]:
+    """Run every ranked list in one pipeline (``FT.SEARCH`` each); rows best first."""
+    live = {name: q for name, q in queries.items() if q is not None}
+    results = index.batch_query(list(live.values()), batch_size=max(len(live), 1)) if live else []
+    out = {name: [] for name in queries}
+    for name, rows in zip(live, results):
+        if name.startswith("vector"):
+            out[name] = sorted(rows, key=lambda row: float(row["vector_distance"]))
+        else:
+            out[name] = sorted(rows, key=lambda row: -float(row["score"]))
+    return out
+
+
+def _count_response(raw) -> int:
+    if isinstance(raw, dict):
+        return int(raw.get("total_results", 0))
+    return int(raw[0]) if isinstance(raw, (list, tuple)) and raw else 0
+
+
+def scoped_terms(index, terms: Sequence[str], expr, max_share: float) -> list[str]:
+    """Drop terms found in more than ``max_share`` of the memories in scope (and in more than
+    ``MIN_COMMON``: in a handful of memories no word is common).
+
+    BM25's IDF is global to the index, so a word rare across all users but common in this
+    user's memories (their own name, a speaker's name, a pet they mention daily) would
+    dominate the text ranking while telling nothing apart. One pipelined count per term
+    measures each word's document frequency inside the scope instead.
+    """
+    if not terms or max_share >= 1:
+        return list(terms)
+    scope = f"({expr})" if expr is not None else "*"
+    pipe = index.client.pipeline(transaction=False)
+    pipe.execute_command("FT.SEARCH", index.name, scope, "LIMIT", 0, 0, "DIALECT", 2)
+    for t in terms:
+        pipe.execute_command("FT.SEARCH", index.name, f"@content:({_escape(t)}) {scope}",
+                             "LIMIT", 0, 0, "DIALECT", 2)
+    total, *counts = [_count_response(x) for x in pipe.execute()]
+    return [t for t, n in zip(terms, counts) if n <= max(max_share * total, MIN_COMMON)]
+
+
+def _escape(term: str) -> str:
+    return re.sub(r"([^\w])", r"\\\1", term)
+
+
+def _and(expr, extra: FilterExpression):
+    return extra if expr is None else expr & extra
+
+
+# ---------------------------------------------------------------------------- fusion
+def rrf(lists: dict[str, Sequence[str]], weights: dict[str, float], k: int = 60) -> dict[str, float]:
+    """Reciprocal rank fusion: ``sum_l weight_l / (k + rank_l(doc))`` over the lists holding doc."""
+    scores: dict[str, float] = {}
+    for name, ids in lists.items():
+        w = weights.get(name, 1.0)
+        for rank, doc in enumerate(ids, 1):
+            scores[doc] = scores.get(doc, 0.0) + w / (k + rank)
+    return scores
+
+
+def rank(index, query: str, vector: Sequence[float] | None, expr, *, k: int = 5, mode: str = "hybrid",
+         recency: Recency | None = None, fusion: Fusion = DEFAULT_FUSION,
+         cues: bool = True) -> list[Candidate]:
+    """The ``k`` best candidates for ``query`` under ``mode``, each with its score components."""
+    if mode not in MODES:
+        raise ValidationError(f"mode must be one of {MODES}, got {mode!r}")
+    depth = max(fusion.depth, k) if (mode == "hybrid" or recency) else k
+    queries: dict[str, Any] = {}
+    weights = {"vector": fusion.vector_weight, "text": fusion.text_weight}
+    terms = query_terms(query)
+    if mode != "vector":
+        terms = scoped_terms(index, terms, expr, fusion.max_term_share)
+    if mode in ("vector", "hybrid"):
+        queries["vector"] = vector_query(vector, expr, depth)
+    if mode in ("text", "hybrid"):
+        queries["text"] = text_query(terms, expr, depth)
+    if mode == "hybrid" and cues:
+        restrictions = {}
+        window = date_window(query)
+        if window:
+            restrictions["date"] = (Num("valid_from") >= window[0]) & (Num("valid_from") < window[1])
+        speakers = mentioned_speakers(index, query)
+        if speakers:
+            restrictions["speaker"] = Tag("speaker") == speakers
+        for cue, extra in restrictions.items():
+            queries[f"vector@{cue}"] = vector_query(vector, _and(expr, extra), depth)
+            queries[f"text@{cue}"] = text_query(terms, _and(expr, extra), depth)
+            weights[f"vector@{cue}"] = weights[f"text@{cue}"] = fusion.cue_weight
+    lists = run_lists(index, queries)
+    found: dict[str, Candidate] = {}
+    for name, rows in lists.items():
+        for r, row in enumerate(rows, 1):
+            c = found.setdefault(row["id"], Candidate(row["id"]))
+            c.ranks[name] = r
+            c.created_at = _num(row.get("created_at"))
+            c.last_accessed = _num(row.get("last_accessed"))
+            if "vector_distance" in row:
+                c.distance = float(row["vector_distance"])
+            if "score" in row and name == "text":
+                c.text_score = float(row["score"])
+    fused = rrf({n: [row["id"] for row in rows] for n, rows in lists.items()}, weights, fusion.rrf_k)
+    best = sum(weights[n] for n, rows in lists.items() if rows) / (fusion.rrf_k + 1) or 1.0
+    now = recency.now if recency and recency.now is not None else time.time()
+    for c in found.values():
+        c.fused = fused.get(c.id, 0.0) / best  # 1.0 = first in every list
+        if mode == "vector" and c.distance is not None:
+            c.fused = 1.0 - c.distance / 2  # cosine similarity in [0, 1], as agent-memory-server
+        c.score = c.fused
+        if recency is not None:
+            c.recency = recency.score(c.created_at, c.last_accessed, now)
+            c.score = (1 - recency.weight) * c.fused + recency.weight * c.recency
+    return sorted(found.values(), key=lambda c: (-c.score, c.id))[:k]
+
+
+def _distances(store, candidates: list[Candidate], vector: Sequence[float] | None) -> None:
+    """Cosine distance for candidates that only the text query found (read their embeddings)."""
+    missing = [c for c in candidates if c.distance is None]
+    if not missing or vector is None:
+        return
+    pipe = store.redis.pipeline(transaction=False)
+    for c in missing:
+        pipe.json().get(c.id, "$.embedding")
+    q = list(vector)
+    qn = math.sqrt(sum(x * x for x in q)) or 1.0
+    for c, got in zip(missing, pipe.execute(raise_on_error=False)):
+        if got and not isinstance(got, Exception):
+            e = got[0]
+            en = math.sqrt(sum(x * x for x in e)) or 1.0
+            c.distance = 1.0 - sum(a * b for a, b in zip(q, e)) / (qn * en)
+
+
+def search(store, query: str, vector: Sequence[float] | None, expr, *, user_id, memory_types,
+           k: int = 5, mode: str = "hybrid", recency: Recency | bool | None = None,
+           fusion: Fusion = DEFAULT_FUSION) -> list:
+    """MemoryStore.search for ``mode="text" | "hybrid"`` or with ``recency``: MemoryHits whose
+    ``distance``, ``text_score``, ``recency``, ``score`` and ``rank`` explain the order."""
+    if recency is True:
+        recency = Recency()
+    candidates = rank(store.index, query, vector, expr, k=k, mode=mode, recency=recency or None,
+                      fusion=fusion)
+    _distances(store, candidates, vector)
+    rows = [{"id": c.id, "vector_distance": c.distance if c.distance is not None else float("nan")}
+            for c in candidates]
+    by_id = {c.id.rsplit(":", 1)[-1]: c for c in candidates}
+    hits = store._hits(rows, user_id, memory_types)
+    for position, hit in enumerate(hits, 1):
+        c = by_id[hit.memory.id]
+        hit.text_score, hit.recency, hit.score, hit.rank = c.text_score, c.recency, c.score, position
+    return hits
+

@@ -1,0 +1,164 @@
+"""Short-term and working memory on a local three-node Redis Cluster (redis-py's RedisCluster).
+
+The nodes are the embedded ``redis-server`` binary with ``cluster-enabled yes``, each on its
+own loopback port and temp dir; slots are assigned with CLUSTER ADDSLOTSRANGE and the nodes
+joined with CLUSTER MEET (the shipped redis-cli needs libssl 1.1, missing on Debian 12).
+Every multi-key transaction and script of one user must stay in one slot, which the ``{user}``
+hash tag in their keys guarantees.
+"""
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+import memorykit as mk
+from memorykit.server import binaries
+
+pytestmark = pytest.mark.cluster
+SLOTS = 16384
+
+
+def _free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    server, _modules = binaries()
+    root = Path(tempfile.mkdtemp(prefix="mk-cluster-"))
+    ports, bus = _free_ports(3), _free_ports(3)  # explicit bus ports: the default is port + 10000
+    procs = []
+    try:
+        for port, bus_port in zip(ports, bus):
+            d = root / str(port)
+            d.mkdir()
+            procs.append(subprocess.Popen(
+                [str(server), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d),
+                 "--cluster-enabled", "yes", "--cluster-port", str(bus_port),
+                 "--cluster-config-file", "nodes.conf",
+                 "--cluster-node-timeout", "3000", "--save", "", "--appendonly", "no",
+                 "--logfile", "redis.log"],
+                cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        nodes = [redis.Redis(port=p, decode_responses=True, retry=None) for p in ports]
+        for node, proc, port in zip(nodes, procs, ports):
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and proc.poll() is None:
+                with contextlib.suppress(redis.ConnectionError):
+                    node.ping()
+                    break
+                time.sleep(0.05)
+            else:
+                log = (root / str(port) / "redis.log").read_text(errors="replace")[-800:]
+                pytest.fail(f"cluster node on port {port} did not start:\n{log}")
+        bounds = [0, SLOTS // 3, 2 * SLOTS // 3, SLOTS]
+        for i, node in enumerate(nodes):
+            node.execute_command("CLUSTER", "ADDSLOTSRANGE", bounds[i], bounds[i + 1] - 1)
+        for node in nodes[1:]:
+            node.execute_command("CLUSTER", "MEET", "127.0.0.1", ports[0], bus[0])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            infos = [n.execute_command("CLUSTER", "INFO") for n in nodes]
+            if all("cluster_state:ok" in str(i) and "cluster_known_nodes:3" in str(i) for i in infos):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"cluster did not converge: {infos}")
+        rc = RedisCluster(host="127.0.0.1", port=ports[0], decode_responses=True)
+        yield rc
+        rc.close()
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=10)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_cluster_spreads_keys_over_three_nodes(cluster):
+    slots = {cluster.keyslot(f"k{i}") for i in range(50)}
+    owners = {cluster.get_node_from_key(f"k{i}").port for i in range(50)}
+    assert len(owners) == 3 and len(slots) > 40
+
+
+def test_user_keys_share_one_slot(cluster):
+    ns, user = "clu", "raphael"
+    h = mk.ChatHistory(cluster, user_id=user, thread_id="t1", ttl=600, namespace=ns)
+    wm_user = mk.WorkingMemory(cluster, namespace=ns, scope="user")
+    wm_conv = mk.WorkingMemory(cluster, namespace=ns, scope="conversation")
+    keys = [h.key, h.summary_key, h.threads_key,
+            wm_user.key(user), wm_user.history_key(user),
+            wm_conv.key(user, "t1"), wm_conv.history_key(user, "t1")]
+    by_slot = {}
+    for k in keys:
+        by_slot.setdefault(cluster.keyslot(k), []).append(k)
+    assert len(by_slot) == 1, f"one user's keys fall in {len(by_slot)} slots: {by_slot}"
+
+
+def test_chat_history_on_cluster(cluster):
+    ns, user = f"clu{uuid.uuid4().hex[:6]}", "ana"
+    h = mk.ChatHistory(cluster, user_id=user, thread_id="t1", ttl=600, namespace=ns)
+    h.append(mk.Message(role="user", content="Hi, I'm Ana"))
+    h.append([mk.Message(role="assistant", content="Hello Ana!"),
+              mk.Message(role="user", content="I live in Porto")])
+    assert [m.content for m in h.messages()] == ["Hi, I'm Ana", "Hello Ana!", "I live in Porto"]
+    assert [m.content for m in h.messages(last_n=1)] == ["I live in Porto"]
+    assert len(h) == 3
+    assert 0 < cluster.ttl(h.key) <= 600
+    other = mk.ChatHistory(cluster, user_id=user, thread_id="t2", ttl=600, namespace=ns)
+    other.append(mk.Message(role="user", content="Second thread"))
+    assert {t for t, _ in h.list_threads()} == {"t1", "t2"}
+    removed = h.delete_first(1)  # extended to the next user message: a thread starts with one
+    assert [m.content for m in removed] == ["Hi, I'm Ana", "Hello Ana!"]
+    assert [m.content for m in h.messages()] == ["I live in Porto"]
+    h.clear()
+    other.clear()
+    assert h.messages() == [] and other.messages() == []
+
+
+def test_summary_on_cluster(cluster):
+    ns = f"clu{uuid.uuid4().hex[:6]}"
+    h = mk.ChatHistory(cluster, user_id="bo", thread_id="t", ttl=600, namespace=ns)
+    lines = ["I moved to Porto last spring.", "How do you like Porto?", "I love the river walks.",
+             "Do you run there?", "Every morning before work.", "How far do you run?",
+             "About eight kilometres.", "Impressive!", "I am training for a half marathon.",
+             "When is the race?", "In October, in Lisbon.", "Good luck with the training!"]
+    h.append([mk.Message(role="user" if i % 2 == 0 else "assistant", content=t) for i, t in enumerate(lines)])
+    assert mk.summarize_if_needed(h, mk.get_llm(), policy=mk.ByCount(max_messages=6, keep_last=2))
+    assert h.summary_info() is not None  # written by the summary script, in the thread's slot
+    assert len(h.messages()) == 12  # a summary is a view: nothing stored is lost
+    assert h.prompt_messages()[0].role == "system"
+    h.clear()
+
+
+@pytest.mark.parametrize("scope", ["user", "conversation"])
+def test_working_memory_on_cluster(cluster, scope):
+    ns = f"clu{uuid.uuid4().hex[:6]}"
+    wm = mk.WorkingMemory(cluster, namespace=ns, scope=scope, template="# Profile\n- name:\n")
+    thread = "t1" if scope == "conversation" else None
+    wm.update("# Profile\n- name: Sam\n", "u1", thread)
+    wm.update("# Profile\n- name: Sam\n- city: Oslo\n", "u1", thread)
+    assert "Oslo" in wm.get("u1", thread)
+    assert len(wm.history("u1", thread)) == 1
+    assert "Oslo" not in wm.undo("u1", thread)
+    assert wm.clear("u1", thread)
+    assert wm.get("u1", thread) is None
+    wm.delete_all("u1", thread)

@@ -1,0 +1,150 @@
+"""Hybrid retrieval: query cues, RRF, recency, and MemoryStore.search(mode=...) on the real index."""
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import pytest
+from redisvl.query.filter import Num, Tag
+
+from memorykit.errors import ValidationError
+from memorykit.memory import retrieval as rt
+from memorykit.memory.long_term import MemoryStore
+
+DAY = 86400.0
+
+
+def utc(*args) -> float:
+    return datetime(*args, tzinfo=timezone.utc).timestamp()
+
+
+def test_query_terms_drop_stopwords_possessives_and_repeats():
+    assert rt.query_terms("What did Maya's dog eat, and what did the dog drink?") == ["maya", "dog", "eat", "drink"]
+    assert rt.query_terms("Who?") == []
+
+
+@pytest.mark.parametrize("text, start, end", [
+    ("What did Tom do in June 2023?", utc(2023, 6, 1), utc(2023, 7, 1)),
+    ("What happened on 8 May 2023?", utc(2023, 5, 8), utc(2023, 5, 9)),
+    ("what happened on May 8th, 2023", utc(2023, 5, 8), utc(2023, 5, 9)),
+    ("Where did she go in the summer of 2023?", utc(2023, 6, 1), utc(2023, 9, 1)),
+    ("Which races did he run in 2022?", utc(2022, 1, 1), utc(2023, 1, 1)),
+    ("Plans for the winter of 2023?", utc(2023, 12, 1), utc(2024, 3, 1)),
+])
+def test_date_window(text, start, end):
+    assert rt.date_window(text, slack_days=0) == (start, end)
+    assert rt.date_window(text)[1] == end + 7 * DAY
+
+
+@pytest.mark.parametrize("text", ["What is Tom's job?", "May I ask where he lives?", "Room 2023 please"])
+def test_no_date_window(text):
+    assert rt.date_window(text) is None
+
+
+def test_rrf_rewards_agreement_and_weights():
+    fused = rt.rrf({"a": ["x", "y", "z"], "b": ["y", "w"]}, {"a": 1.0, "b": 1.0}, k=60)
+    assert max(fused, key=fused.get) == "y"
+    assert fused["y"] == pytest.approx(1 / 62 + 1 / 61)
+    assert fused["x"] > fused["w"] > 0
+    heavier = rt.rrf({"a": ["x"], "b": ["w"]}, {"a": 1.0, "b": 2.0})
+    assert heavier["w"] == pytest.approx(2 * heavier["x"])
+
+
+def test_recency_half_lives():
+    now = utc(2024, 1, 31)
+    r = rt.Recency(half_life_created_days=30, half_life_last_access_days=7, novelty_weight=1, freshness_weight=0)
+    assert r.score(now - 30 * DAY, None, now) == pytest.approx(0.5)
+    assert r.score(now, None, now) == pytest.approx(1.0)
+    f = rt.Recency(novelty_weight=0, freshness_weight=1, half_life_last_access_days=7)
+    assert f.score(now - 300 * DAY, now - 7 * DAY, now) == pytest.approx(0.5)
+    assert f.score(now - 14 * DAY, None, now) == pytest.approx(0.25)  # never used: counts from creation
+    assert rt.Recency().score(None, None, now) == 0.0
+    assert 0 <= rt.Recency().score(now - 5 * DAY, now - DAY, now) <= 1
+
+
+@pytest.fixture
+def store(r, emb, ns):
+    return MemoryStore(r, emb, namespace=ns)
+
+
+def add(store, text, user="ana", days_ago=0.0, speaker=None, now=None):
+    now = now or time.time()
+    m = store.add(text, user_id=user, observed_at=now - days_ago * DAY,
+                  metadata={"speaker": speaker} if speaker else None)
+    store.redis.json().set(store.key(m.id), "$.created_at", now - days_ago * DAY)
+    return m
+
+
+def test_modes_rank_and_explain(store):
+    add(store, "Ana: my car registration is KX-4471 and it expires in March")
+    add(store, "Ana: I love driving along the coast on sunny weekends")
+    add(store, "Ana: we adopted a beagle puppy called Pickles")
+    text = store.search("KX-4471", user_id="ana", k=3, mode="text", touch=False)
+    assert "KX-4471" in text[0].memory.content
+    assert text[0].text_score > 0 and text[0].rank == 1
+    hybrid = store.search("what's the number plate KX-4471 of my automobile?", user_id="ana",
+                          k=3, mode="hybrid", touch=False)
+    assert "KX-4471" in hybrid[0].memory.content
+    assert [h.rank for h in hybrid] == [1, 2, 3]
+    assert all(h.score is not None and 0 <= h.distance <= 2 for h in hybrid)
+    assert hybrid[0].score >= hybrid[1].score >= hybrid[2].score
+    plain = store.search("puppy", user_id="ana", k=1, touch=False)
+    assert plain[0].text_score is None and plain[0].score is None  # the default stays the vector search
+
+
+def test_hybrid_stays_inside_the_user_scope(store):
+    add(store, "Ana: my locker code is 9931", user="ana")
+    add(store, "Bo: my locker code is 9931", user="bo")
+    for mode in ("text", "hybrid"):
+        hits = store.search("locker code 9931", user_id="ana", k=5, mode=mode, touch=False)
+        assert hits and {h.memory.user_id for h in hits} == {"ana"}
+
+
+def test_unknown_mode_is_refused(store):
+    with pytest.raises(ValidationError):
+        store.search("anything", user_id="ana", mode="bm25")
+
+
+def test_recency_prefers_the_newer_of_two_versions(store):
+    now = time.time()
+    add(store, "Ana: I live in a flat in Leeds", days_ago=300, now=now)
+    add(store, "Ana: I moved, I live in Walthamstow now", days_ago=5, now=now)
+    for i in range(6):
+        add(store, f"Ana: note {i} about gardening and tomatoes", days_ago=100, now=now)
+    hits = store.search("Where does Ana live?", user_id="ana", k=2, mode="hybrid",
+                        recency=rt.Recency(now=now, weight=0.5), touch=False)
+    assert "Walthamstow" in hits[0].memory.content
+    assert hits[0].recency > hits[1].recency
+    assert store.search("Where does Ana live?", user_id="ana", k=1, recency=True, touch=False)[0].recency is not None
+
+
+def test_scoped_terms_drop_words_common_in_this_users_memories(store):
+    for i in range(8):
+        add(store, f"Ana: entry {i} about something else entirely, number {i}")
+    add(store, "Ana: the plumber fixed the boiler")
+    expr = store._filter("ana", ("episodic",), None, False, None)
+    assert rt.scoped_terms(store.index, ["ana", "boiler"], expr, 0.2) == ["boiler"]
+    assert rt.scoped_terms(store.index, ["ana", "boiler"], expr, 1.0) == ["ana", "boiler"]
+    store.delete(store.list("ana")[0].id)
+    for m in store.list("ana")[3:]:
+        store.delete(m.id)
+    assert len(store.list("ana")) == 3  # in a handful of memories no word counts as common
+    assert rt.scoped_terms(store.index, ["ana"], expr, 0.2) == ["ana"]
+
+
+def test_speaker_and_date_cues(store):
+    now = utc(2024, 1, 1)
+    add(store, "I went to a pottery class", speaker="Maya", days_ago=200, now=now)
+    add(store, "I went to a pottery class too", speaker="Tom", days_ago=10, now=now)
+    assert rt.mentioned_speakers(store.index, "What did Maya do? And tom's plans?") == ["maya", "tom"]
+    assert rt.mentioned_speakers(store.index, "What did Sam do?") == []
+    expr = store._filter("ana", ("episodic",), None, False, None)
+    v = store.embedder.embed("Who went to a pottery class in December 2023?")
+    cands = rt.rank(store.index, "Who went to a pottery class in December 2023?", v, expr, k=2)
+    assert "too" in store.get(cands[0].id.rsplit(":", 1)[-1]).content
+    assert "date" in " ".join(cands[0].ranks)
+    cands = rt.rank(store.index, "Which class did Maya go to?", v, expr, k=2)
+    assert any(name.endswith("@speaker") for name in cands[0].ranks)
+    only = store.search("pottery class", user_id="ana", k=5, mode="hybrid", touch=False,
+                        filters=(Tag("speaker") == "maya") & (Num("valid_from") < now - 100 * DAY))
+    assert [h.memory.metadata["speaker"] for h in only] == ["Maya"]
