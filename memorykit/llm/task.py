@@ -119,6 +119,7 @@ class Usage:
     latency_ms: float
     ok: bool = True
     estimated: bool = False
+    error: str | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -167,6 +168,47 @@ def parse_json(text: str) -> Any:
     raise ValueError(f"no JSON found in model output: {text[:80]!r}")
 
 
+_QUOTED = re.compile(r'(?="([^"]{2,160})")')  # every quoted span, also those a stray quote would misalign
+_WORDS = re.compile(r"[^\W_]+")
+_FUNCTION_WORDS = set("user user's the a an to of in on at for with and or is are was be their his her my i".split())
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.casefold().strip().rstrip(".").split())
+
+
+def _from_input(value: str, said: set[str]) -> bool:
+    words = set(_WORDS.findall(value.casefold())) - _FUNCTION_WORDS
+    return bool(words) and len(words & said) >= len(words) / 2
+
+
+def _strings(data: Any) -> Iterator[str]:
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            yield from _strings(key)
+            yield from _strings(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _strings(value)
+
+
+def copied_example(task: Task, inp: BaseModel, out: BaseModel) -> str | None:
+    """A string of ``out`` that the prompt quotes as an example and the input does not say, or None.
+
+    Small models copy the example values of an instruction ("one short sentence", "User prefers
+    window seats"); enum values and field names of the schema are not examples.
+    """
+    schema_words = {_norm(w) for w in _strings(task.schema())}
+    examples = {_norm(q) for q in _QUOTED.findall(task.prompt)} - schema_words
+    if not examples:
+        return None
+    said = set(_WORDS.findall(task.render(inp).casefold()))
+    return next((v for v in _strings(out.model_dump(mode="json"))  # labels ("travel") are not examples
+                 if len(v.split()) >= 3 and _norm(v) in examples and not _from_input(v, said)), None)
+
+
 def _validate(task: Task, data: Any) -> BaseModel:
     if isinstance(data, BaseModel):
         data = data.model_dump()
@@ -193,16 +235,20 @@ def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | No
     try:
         if perform is not None:
             out = perform(task, inp, tools=tools)
+            if task.output is None and not (isinstance(out, Message) and (out.tool_calls or out.content.strip())):
+                raise LLMError(f"the backend returned {type(out).__name__}, not a non-empty reply message")
             result = out if task.output is None else _validate(task, out)
             _record(Usage(task.name, llm.label, count_tokens(task.render(inp)), 0,
                           (time.perf_counter() - started) * 1000, estimated=True))
             return result
         return _run_remote(llm, task, inp, tools, budget)
     except TaskFailed:
-        raise
+        raise  # the failed call's usage record already says so
     except (ValidationError, ValueError, LLMError) as exc:
-        _record(Usage(task.name, llm.label, 0, 0, (time.perf_counter() - started) * 1000, ok=False))
-        raise TaskFailed(task.name, str(exc).splitlines()[0]) from exc
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        _record(Usage(task.name, llm.label, 0, 0, (time.perf_counter() - started) * 1000, ok=False,
+                      error=reason))
+        raise TaskFailed(task.name, reason) from exc
 
 
 def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools, budget: int):
@@ -211,9 +257,11 @@ def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools, budget: int):
         started = time.perf_counter()
         reply = llm.chat(messages, tools=tools or None, tool_choice="auto" if tools else None,
                          max_tokens=budget)
-        _record(_usage_of(task, llm, messages, reply, started))
+        usage = _usage_of(task, llm, messages, reply, started)
+        _record(usage)
         if not reply.tool_calls and is_placeholder(reply.content):
-            raise TaskFailed(task.name, "the model returned an empty reply", reply.content)
+            usage.ok, usage.error = False, "the model returned an empty reply"
+            raise TaskFailed(task.name, usage.error, reply.content)
         return reply
     response_format = {"type": "json_schema",
                        "json_schema": {"name": re.sub(r"[^A-Za-z0-9_-]", "_", task.name)[:64],
@@ -222,10 +270,15 @@ def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools, budget: int):
     for attempt in range(2):
         started = time.perf_counter()
         reply = llm.chat(messages, response_format=response_format, max_tokens=budget)
-        _record(_usage_of(task, llm, messages, reply, started))
+        usage = _usage_of(task, llm, messages, reply, started)
+        _record(usage)
         raw = reply.content
         try:
-            return _validate(task, parse_json(raw))
+            out = _validate(task, parse_json(raw))
+            copied = copied_example(task, inp, out)
+            if copied is not None:
+                raise ValueError(f"{copied!r} is the prompt's example, not taken from the input")
+            return out
         except (ValueError, ValidationError) as exc:
             error = _short_error(exc)
             log.info("task %s: invalid output (%s), %s", task.name, error,
@@ -233,7 +286,8 @@ def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools, budget: int):
             messages = [*messages, Message(role="assistant", content=raw or ""),
                         Message(role="user", content=f"That answer was invalid: {error}. Reply again with "
                                                      "only a JSON object that matches the schema.")]
-    raise TaskFailed(task.name, f"invalid output after one repair: {error}", raw)
+    usage.ok, usage.error = False, f"invalid output after one repair: {error}"
+    raise TaskFailed(task.name, usage.error, raw)
 
 
 def _short_error(exc: Exception) -> str:

@@ -1,18 +1,13 @@
 """Deduplication and consolidation: is a new fact new, a duplicate, or an update?
 
-:func:`remember` (the agent's write path) runs a cascade that asks a model only when it must:
-
-1. **exact** -- the normalized content hash is already stored for this user and type: NOOP;
-2. **semantic** -- no current memory within ``CANDIDATE_DISTANCE``: a clear ADD; the nearest one
-   is near-identical (within ``NEAR_DUPLICATE_DISTANCE`` and the same numbers, names and
-   negations, which embeddings barely see): NOOP;
-3. **decided** -- otherwise the ``decide_memory`` task reads the new fact and the numbered
-   candidates and answers ADD | UPDATE | INVALIDATE | NOOP with a target and a reason.
+:func:`remember` runs a cascade that asks a model only when it must: **exact** (the content hash is
+stored: NOOP) -> **semantic** (nothing within ``CANDIDATE_DISTANCE``: ADD; a near-identical memory
+with the same numbers, names and negations: NOOP) -> **decided** (the ``decide_memory`` task answers
+ADD | UPDATE | INVALIDATE | NOOP for the numbered candidates, with a reason).
 
 Nothing is overwritten: UPDATE / INVALIDATE close the old memory (``invalid_at``, ``superseded_by``)
-and write the new one linking back (``supersedes``), so ``search(as_of=t)`` and ``history`` tell what
-was true when. Writes are optimistic transactions per user and type: WATCH the ``memhash`` ledger,
-decide, MULTI/EXEC, decide again if another writer committed first.
+and link the new one back (``supersedes``), so ``search(as_of=t)`` and ``history`` tell what was true
+when. Writes are optimistic transactions per user and type (WATCH the ledger, MULTI/EXEC, retry).
 """
 from __future__ import annotations
 
@@ -247,11 +242,8 @@ DECIDE = Task("decide_memory", prompt=DECIDE_PROMPT, input=DecideInput, output=M
 
 
 def decide(new_fact: str, existing: Sequence[Memory | str], llm=None) -> MemoryDecision:
-    """Ask the model (default: ``get_llm()``) what to do with ``new_fact``; never raises.
-
-    A failed task, or a target that numbers no existing memory, falls back to ADD: a confused
-    model may store a duplicate, but it never drops or closes the wrong fact.
-    """
+    """Ask the model (default ``get_llm()``) what to do with ``new_fact``; never raises. A failed task or
+    a target that numbers no memory falls back to ADD: a duplicate at worst, never a wrong fact closed."""
     if not existing:
         return MemoryDecision(action="ADD", reason="no similar memory")
     facts = [getattr(m, "content", m) for m in existing]
@@ -281,11 +273,8 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
              candidate_distance: float = CANDIDATE_DISTANCE, duplicate_distance: float = SEMANTIC_DUPLICATE_DISTANCE,
              topics: Sequence[str] | None = None, metadata: dict | None = None,
              source_thread: str | None = None, source_messages: Sequence[str] | None = None) -> Decision:
-    """hash -> vectors -> decision -> apply, atomically for this user and memory type.
-
-    ``tiers`` picks the steps: ``("exact",)`` only drops verbatim repeats, ``("exact", "semantic")``
-    calls anything within ``duplicate_distance`` a duplicate, the default asks the decider.
-    """
+    """hash -> vectors -> decision -> apply, atomically for this user and memory type. ``tiers`` picks
+    the steps: ``("exact",)``, ``("exact", "semantic")``, or by default all three (the decider too)."""
     if set(tiers) - set(TIERS):
         raise ValidationError(f"unknown tiers {sorted(set(tiers) - set(TIERS))}; choose from {TIERS}")
     user = _owner(user_id, memory_type)
@@ -346,11 +335,8 @@ def _cascade(store, new: Memory, vector, tiers, k, candidate_distance, duplicate
 
 
 def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, stamp_now: bool = True) -> None:
-    """Queue the decision in the transaction; a WatchError (another writer first) makes it decide again.
-
-    ``stamp_now``: a fact without ``observed_at`` became true when it is committed; the time is
-    taken after the WATCHes, so it is later than every version this write can supersede.
-    """
+    """Queue the decision in the transaction (a WatchError makes it decide again). ``stamp_now``: the
+    time is taken after the WATCHes, so it is later than every version this write can supersede."""
     new, target = decision.memory, decision.target
     closing = decision.action in ("UPDATE", "INVALIDATE") and target is not None
     if closing:
