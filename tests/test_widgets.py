@@ -140,3 +140,19 @@ def test_failed_memory_steps_are_shown(agent, monkeypatch):
     assert "⚠" in w.status.value and "extract" in w.status.value and "30 s" in w.status.value
     assert "extract ⚠ failed" in w.panels["Timings"].value and "failed steps" in w.panels["Timings"].value
     assert len(bubbles(w)) == 2  # the message and the reply are both shown and kept
+
+
+def test_memory_panel_shows_score_components(agent):
+    from memorykit.agent.memory_agent import Turn
+    from memorykit.memory.long_term import MemoryHit
+    from memorykit.messages import Message
+
+    widget = mk.ChatWidget(agent, user_id="ana")
+    memory = agent.store.add("User lives in Porto", user_id="ana")
+    turn = Turn(user_id="ana", thread_id="t", user_message=Message(role="user", content="Where do I live?"))
+    turn.memories_used = [MemoryHit(memory, 0.31, text_score=2.5, recency=0.75, score=0.03, rank=1)]
+    html = widget._long_term_html(turn)
+    for shown in ("distance", "text score", "recency", "fused rank", "0.31", "2.50", "0.75", "User lives in Porto"):
+        assert shown in html
+    turn.memories_used = [MemoryHit(memory, 0.31)]  # plain vector search: the other parts are absent
+    assert "–" in widget._long_term_html(turn)

@@ -42,6 +42,16 @@ def _table(rows: list[list[Any]], header: list[str]) -> str:
     return f"<table style='font-size:12px;border-collapse:collapse'><tr>{head}</tr>{body}</table>"
 
 
+SCORE_FIELDS = ("distance", "text_score", "recency", "rank")
+
+
+def _num(value: Any) -> str:
+    """A score component as the panel shows it: two decimals, an int rank, or a dash when absent."""
+    if value is None:
+        return "–"
+    return str(value) if isinstance(value, int) else f"{value:.2f}"
+
+
 def _section(title: str, body: str) -> str:
     return f"<div style='margin:4px 0 8px'><b style='font-size:12px'>{_esc(title)}</b>{body}</div>"
 
@@ -308,8 +318,9 @@ class ChatWidget:
         parts = []
         if last is not None and last.memories_used:
             parts.append(_section("used in the last reply", _table(
-                [[h.memory.memory_type, f"{h.distance:.2f}", h.memory.content] for h in last.memories_used],
-                ["type", "distance", "memory"])))
+                [[h.memory.memory_type, *(_num(getattr(h, f, None)) for f in SCORE_FIELDS), h.memory.content]
+                 for h in last.memories_used],
+                ["type", "distance", "text score", "recency", "fused rank", "memory"])))
         if last is not None and last.memories_stored:
             parts.append(_section("stored after the last message", _table(
                 [[d.action, d.memory.content if d.memory else "", d.reason] for d in last.memories_stored],
