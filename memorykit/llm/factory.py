@@ -38,7 +38,11 @@ def why_llm() -> str:
     if kind == "offline":
         return "OfflineChat, because MEMORYKIT_LLM=offline"
     if kind == "local":
-        return "a local llama.cpp server, because MEMORYKIT_LLM=local"
+        from . import local
+
+        why = local.available()
+        model = local.model_label(local.model_path()) if why is None else f"not ready: {why}"
+        return f"a local llama.cpp server ({model}), because MEMORYKIT_LLM=local"
     if kind == "openai" or cfg.openai_api_key or cfg.openai_base_url:
         return f"OpenAIChat ({cfg.llm_model}), because an OpenAI key or base URL is set"
     return ("OfflineChat (small learned models and rules, deterministic), because no OPENAI_API_KEY "

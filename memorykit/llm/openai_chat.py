@@ -4,7 +4,8 @@ Every request carries ``max_tokens``; a call has one deadline (``MEMORYKIT_LLM_T
 and is retried only for 429, 5xx and connection errors while the deadline allows, never
 after a timeout (the server may still be generating, and a retry would queue behind it).
 Structured output is asked as ``json_schema``; a server that rejects that is asked for
-``json_object``, then for plain text with the schema in the prompt, detected once per client.
+``json_object`` with the schema (llama-cpp-python's form), then plain ``json_object``, then
+plain text with the schema in the prompt: the step down happens once and is remembered.
 """
 from __future__ import annotations
 
@@ -19,16 +20,24 @@ from ..messages import Message, to_openai
 
 log = logging.getLogger(__name__)
 
-FORMAT_MODES = ("json_schema", "json_object", "prompt")
+FORMAT_MODES = ("json_schema", "json_object_schema", "json_object", "prompt")
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+_FORMAT_WORDS = ("response_format", "json_schema", "json schema", "json_object")
 
 
 class OpenAIChat:
-    """A chat client with a per-call deadline, bounded output and a remembered JSON-mode fallback."""
+    """A chat client with a per-call deadline, bounded output and a remembered JSON-mode fallback.
+
+    ``inline_tool_results=True`` sends tool results as user messages, for servers whose chat
+    template drops the ``tool`` role (llama-cpp-python's ``chatml-function-calling``).
+    ``stream=True`` streams requests without tools and hangs up at the deadline, so a server
+    that would finish an abandoned generation (llama-cpp-python) stops at once instead.
+    """
 
     def __init__(self, model: str | None = None, *, api_key: str | None = None,
                  base_url: str | None = None, timeout: float | None = None, max_retries: int = 2,
-                 temperature: float = 0.0, max_tokens: int | None = None, label: str | None = None):
+                 temperature: float = 0.0, max_tokens: int | None = None, label: str | None = None,
+                 format_mode: str | None = None, inline_tool_results: bool = False, stream: bool = False):
         import openai
 
         cfg = settings()
@@ -41,7 +50,12 @@ class OpenAIChat:
         self.max_retries = max_retries
         self.temperature = temperature
         self.max_tokens = max_tokens or cfg.llm_max_tokens
-        self.format_mode = cfg.llm_json_mode if cfg.llm_json_mode in FORMAT_MODES else "json_schema"
+        mode = format_mode or cfg.llm_json_mode
+        if mode not in FORMAT_MODES:
+            raise LLMError(f"MEMORYKIT_LLM_JSON_MODE must be one of {FORMAT_MODES}, got {mode!r}")
+        self.format_mode = mode
+        self.inline_tool_results = inline_tool_results
+        self.stream = stream
         # The SDK's own retries would repeat a timed-out generation: we retry ourselves.
         self.client = openai.OpenAI(api_key=api_key, base_url=self.base_url, timeout=self.timeout,
                                     max_retries=0)
@@ -54,56 +68,85 @@ class OpenAIChat:
     def chat(self, messages: Sequence[Message | dict], *, tools: list[dict] | None = None,
              tool_choice: str | dict | None = None, response_format: dict | None = None,
              max_tokens: int | None = None) -> Message:
-        kwargs: dict[str, Any] = {"model": self.model, "messages": to_openai(messages),
+        """One bounded chat completion; raises :class:`LLMError` when it cannot get one in time."""
+        deadline = time.monotonic() + self.timeout
+        plain = self._messages(messages)
+        kwargs: dict[str, Any] = {"model": self.model, "messages": plain,
                                   "temperature": self.temperature,
                                   "max_tokens": int(max_tokens or self.max_tokens)}
         if tools:
             kwargs["tools"] = tools
             kwargs["tool_choice"] = tool_choice or "auto"  # llama.cpp drops tools without it
         if response_format:
-            self._apply_format(kwargs, response_format)
-        return self._send(kwargs, response_format)
+            self._apply_format(kwargs, response_format, plain)
+        reply = self._send(kwargs, response_format, plain, deadline)
+        if tools and kwargs["tool_choice"] != "none" and not reply.tool_calls and not reply.content.strip():
+            # Some servers (llama-cpp-python's auto tool choice) answer "no tool" with empty text:
+            # ask once more for the text alone, within the same deadline.
+            log.info("%s chose no tool and wrote nothing; asking again without tools", self.label)
+            kwargs = {k: v for k, v in kwargs.items() if k not in ("tools", "tool_choice")}
+            again = self._send(kwargs, response_format, plain, deadline)
+            again.usage = _add_usage(reply.usage, again.usage)
+            reply = again
+        return reply
 
-    def _apply_format(self, kwargs: dict[str, Any], response_format: dict) -> None:
-        schema = response_format.get("json_schema", {}).get("schema")
+    def _messages(self, messages: Sequence[Message | dict]) -> list[dict[str, Any]]:
+        out = to_openai(messages)
+        if not self.inline_tool_results:
+            return out
+        return [{"role": "user", "content": f"Result of {m.get('name') or 'the tool'}: {m.get('content') or ''}"}
+                if m["role"] == "tool" else m for m in out]
+
+    def _apply_format(self, kwargs: dict[str, Any], response_format: dict, plain: list[dict]) -> None:
+        """Shape ``response_format`` (and, below json_schema, the prompt) for the current mode."""
+        kwargs.pop("response_format", None)
+        kwargs["messages"] = plain
         if response_format.get("type") != "json_schema" or self.format_mode == "json_schema":
             kwargs["response_format"] = response_format
             return
+        schema = response_format.get("json_schema", {}).get("schema") or {"type": "object"}
+        if self.format_mode == "json_object_schema":
+            kwargs["response_format"] = {"type": "json_object", "schema": schema}
+            return
         if self.format_mode == "json_object":
             kwargs["response_format"] = {"type": "json_object"}
-        kwargs["messages"] = [*kwargs["messages"], {
-            "role": "system", "content": "Answer with one JSON object that matches this JSON schema:\n"
-                                        + json.dumps(schema, separators=(",", ":"))}]
+        kwargs["messages"] = _with_schema_instruction(plain, schema)
 
-    def _send(self, kwargs: dict[str, Any], response_format: dict | None) -> Message:
+    def _send(self, kwargs: dict[str, Any], response_format: dict | None, plain: list[dict],
+              deadline: float) -> Message:
         import openai
 
-        deadline = time.monotonic() + self.timeout
         attempt = 0
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0.05:
-                raise LLMError(f"the model call ran out of its {self.timeout:.0f} s deadline "
+                raise LLMError(f"the model call ran out of its {self.timeout:g} s deadline "
                                "(MEMORYKIT_LLM_TIMEOUT)")
             try:
+                if self.stream and "tools" not in kwargs:
+                    return self._stream(kwargs, remaining, deadline)
                 response = self.client.with_options(timeout=remaining).chat.completions.create(**kwargs)
                 break
-            except openai.APITimeoutError as exc:
-                raise LLMError(f"the model did not answer within {self.timeout:.0f} s "
-                               "(MEMORYKIT_LLM_TIMEOUT); not retried") from exc
+            except (openai.APITimeoutError, _StreamTimeout) as exc:
+                raise LLMError(f"the model did not answer within {self.timeout:g} s "
+                               "(MEMORYKIT_LLM_TIMEOUT); not retried, the server may still be busy") from exc
             except openai.APIStatusError as exc:
-                if exc.status_code in (400, 422) and response_format and self._downgrade(exc):
-                    self._apply_format(kwargs, response_format)
+                if response_format and self._downgrade(exc):
+                    self._apply_format(kwargs, response_format, plain)
                     continue
                 if exc.status_code not in RETRY_STATUS or attempt >= self.max_retries:
-                    raise LLMError(f"the model server answered HTTP {exc.status_code}: {exc.message}") from exc
+                    raise LLMError(f"the model server answered HTTP {exc.status_code}: "
+                                   f"{str(exc.message)[:300]}") from exc
+                wait = _retry_after(exc)
             except openai.APIConnectionError as exc:
                 if attempt >= self.max_retries:
                     raise LLMError(f"cannot reach the model server at {self.base_url or 'OpenAI'}: {exc}") from exc
+                wait = None
             except openai.APIError as exc:
                 raise LLMError(f"the model call failed: {exc}") from exc
             attempt += 1
-            time.sleep(min(0.5 * 2 ** (attempt - 1), max(0.0, deadline - time.monotonic() - 0.1)))
+            backoff = wait if wait is not None else 0.5 * 2 ** (attempt - 1)
+            time.sleep(max(0.0, min(backoff, deadline - time.monotonic() - 0.1)))
         if not response.choices:
             raise LLMError("the model returned no choices")
         reply = Message.from_openai(response.choices[0].message)
@@ -113,16 +156,67 @@ class OpenAIChat:
                            "completion_tokens": response.usage.completion_tokens or 0}
         return reply
 
-    def _downgrade(self, exc: Exception) -> bool:
-        """A 400 about the response format: step down json_schema -> json_object -> prompt, once."""
+    def _stream(self, kwargs: dict[str, Any], remaining: float, deadline: float) -> Message:
+        """Stream one reply, checking the deadline at every chunk; closing the stream stops the server."""
+        parts: list[str] = []
+        usage = None
+        stream = self.client.with_options(timeout=remaining).chat.completions.create(**kwargs, stream=True)
+        try:
+            for chunk in stream:
+                if getattr(chunk, "usage", None):
+                    usage = {"prompt_tokens": chunk.usage.prompt_tokens or 0,
+                             "completion_tokens": chunk.usage.completion_tokens or 0}
+                if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
+                    parts.append(chunk.choices[0].delta.content)
+                if time.monotonic() > deadline:
+                    raise _StreamTimeout()
+        except _StreamTimeout:
+            raise
+        except Exception as exc:  # the transport's own errors surface raw while a stream is read
+            if "timeout" in type(exc).__name__.lower():
+                raise _StreamTimeout() from exc
+            raise LLMError(f"the model server broke off its reply: {type(exc).__name__}: {exc}") from exc
+        finally:
+            stream.close()
+        reply = Message(role="assistant", content="".join(parts))
+        reply.usage = usage
+        return reply
+
+    def _downgrade(self, exc: Any) -> bool:
+        """A rejected response format (400/422, or llama-cpp-python's 500): step one mode down, once."""
         text = str(getattr(exc, "message", exc)).lower()
-        if not any(word in text for word in ("response_format", "json_schema", "json schema", "json_object",
-                                             "schema", "format")):
+        if exc.status_code not in (400, 415, 422, 500) or not any(w in text for w in _FORMAT_WORDS):
             return False
         index = FORMAT_MODES.index(self.format_mode)
         if index + 1 >= len(FORMAT_MODES):
             return False
         self.format_mode = FORMAT_MODES[index + 1]
         log.warning("%s rejected the structured-output request (%s); using %s from now on",
-                    self.label, text[:120], self.format_mode)
+                    self.label, text[:120].replace("\n", " "), self.format_mode)
         return True
+
+
+class _StreamTimeout(Exception):
+    """The deadline passed while a streamed reply was still arriving."""
+
+
+def _with_schema_instruction(messages: list[dict[str, Any]], schema: dict) -> list[dict[str, Any]]:
+    """Put the schema into the (first) system message: some templates allow only one, first."""
+    note = "Answer with one JSON object that matches this JSON schema:\n" + json.dumps(schema, separators=(",", ":"))
+    if messages and messages[0].get("role") == "system":
+        first = dict(messages[0], content=f"{messages[0].get('content') or ''}\n\n{note}".strip())
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": note}, *messages]
+
+
+def _retry_after(exc: Any) -> float | None:
+    try:
+        return float(exc.response.headers.get("retry-after"))
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _add_usage(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, int] | None:
+    if not a or not b:
+        return b or a
+    return {k: a.get(k, 0) + b.get(k, 0) for k in ("prompt_tokens", "completion_tokens")}

