@@ -14,6 +14,7 @@ for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import numpy as np
 import redis
 from tqdm.auto import tqdm
 
@@ -40,9 +41,12 @@ def model_path() -> str:
 def _base_vectorizer(kind: str):
     """One loaded model per process (loading takes seconds; embedding takes milliseconds)."""
     if kind == "local":
+        import torch
         from redisvl.utils.vectorize import HFTextVectorizer
 
-        return HFTextVectorizer(model=model_path(), device="cpu")
+        # float64 inside the model, float32 out (see Embedder): in float32 a sentence's vector moves
+        # in the 7th decimal with the batch it is embedded in, enough to flip a learned classifier.
+        return HFTextVectorizer(model=model_path(), device="cpu", model_kwargs={"torch_dtype": torch.float64})
     if kind == "openai":
         from redisvl.utils.vectorize import OpenAITextVectorizer
 
@@ -52,6 +56,11 @@ def _base_vectorizer(kind: str):
             api_config={"api_key": cfg.openai_api_key, "base_url": cfg.openai_base_url},
         )
     raise ValidationError(f"MEMORYKIT_EMBEDDER must be 'local' or 'openai', got {kind!r}")
+
+
+def _float32(vector: Sequence[float]) -> list[float]:
+    """Round to float32, the precision the index stores: the same text always gets the same vector."""
+    return np.asarray(vector, dtype=np.float32).tolist()
 
 
 class Embedder:
@@ -73,7 +82,7 @@ class Embedder:
         return text
 
     def embed(self, text: str) -> list[float]:
-        return self.vectorizer.embed(self._check(text))
+        return _float32(self.vectorizer.embed(self._check(text)))
 
     def embed_many(self, texts: Sequence[str], batch_size: int = 64,
                    progress: bool | None = None) -> list[list[float]]:
@@ -84,7 +93,7 @@ class Embedder:
         with tqdm(total=len(texts), desc="embedding", unit="text", disable=not show) as bar:
             for i in range(0, len(texts), batch_size):
                 batch = texts[i : i + batch_size]
-                out.extend(self.vectorizer.embed_many(batch, batch_size=batch_size))
+                out.extend(map(_float32, self.vectorizer.embed_many(batch, batch_size=batch_size)))
                 bar.update(len(batch))
         return out
 
