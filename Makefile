@@ -55,12 +55,14 @@ SLOW := real_llm or faults or load or cluster or browser or exercises or lab
 test: setup
 	$(PY) -m pytest -m "not ($(SLOW))"
 
-test-all: setup
-	$(PY) -m pytest
+# Everything, including the real-model suite and notebooks 04, 05 and 08 against the local model
+# (installed first by setup-llm; a missing local model is then a failure, not a skip).
+test-all: setup-llm
+	MEMORYKIT_REQUIRE_LOCAL_LLM=1 MEMORYKIT_LOCAL_NOTEBOOKS=1 $(PY) -m pytest
 
-# The real-model suite against a local llama.cpp server (after `make setup-llm`).
-test-llm: setup
-	MEMORYKIT_REQUIRE_LOCAL_LLM=1 $(PY) -m pytest tests/real_llm
+# The real-model suite alone, against a local llama.cpp server.
+test-llm: setup-llm
+	MEMORYKIT_REQUIRE_LOCAL_LLM=1 MEMORYKIT_LOCAL_NOTEBOOKS=1 $(PY) -m pytest tests/real_llm
 
 test-fast: setup
 	$(PY) -m pytest tests
