@@ -89,8 +89,6 @@ def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
                   "storage_type": "json"},
         "fields": [
             {"name": "content", "type": "text"},
-            # the owner is indexed percent-encoded and case-sensitive: raw tags are split on
-            # commas, trimmed and case-folded, so "Bob", "bob " and "a,b" would match "bob" / "a"
             owner_field("user_id"),
             {"name": "memory_type", "type": "tag"},
             {"name": "topics", "path": "$.topics[*]", "type": "tag"},
