@@ -47,6 +47,10 @@ def _dir() -> Path:
     return settings().data_dir / "llm"
 
 
+def _log_file() -> Path:
+    return _dir() / "server.log"
+
+
 def available() -> str | None:
     """None when the local backend can start; else why not (missing package or model)."""
     missing = [name for name in SERVER_PACKAGES if importlib.util.find_spec(name) is None]

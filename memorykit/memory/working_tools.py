@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, model_validator
 from ..errors import ValidationError
 from ..llm.task import Task, TaskFailed, Text, run_task
 from ..llm.tools import Tool
-from ..messages import Message, as_messages
+from ..messages import as_messages
 
 log = logging.getLogger(__name__)
 
