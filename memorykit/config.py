@@ -1,7 +1,5 @@
-"""Settings from environment variables, read in one place.
-
-Every knob memorykit has is an environment variable with a sensible default, so a
-notebook, a test and a Docker Compose service configure the package the same way.
+"""Settings from environment variables, read in one place (a notebook, a test and a Docker
+Compose service configure the package the same way).
 """
 from __future__ import annotations
 

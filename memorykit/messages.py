@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 from ulid import ULID
 
@@ -81,6 +81,12 @@ class Message:
 
 def as_message(m: Message | dict[str, Any]) -> Message:
     return m if isinstance(m, Message) else Message.from_openai(m)
+
+
+def as_messages(items: str | Message | dict[str, Any] | Iterable[str | Message | dict[str, Any]]) -> list[Message]:
+    """One message or many; a plain string is a user message."""
+    items = [items] if isinstance(items, (str, Message, dict)) else items
+    return [Message(role="user", content=m) if isinstance(m, str) else as_message(m) for m in items]
 
 
 def to_openai(messages: Sequence[Message | dict[str, Any]]) -> list[dict[str, Any]]:

@@ -11,21 +11,15 @@ stop / start.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
-import fcntl
-import json
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import redis
 
+from . import process
 from .config import settings
 from .errors import ModuleMissingError, ServerError
 
@@ -48,32 +42,13 @@ def _redis_dir() -> Path:
     return settings().data_dir / "redis"
 
 
-def _state_file() -> Path:
-    return _redis_dir() / "server.json"
-
-
-def _port_file() -> Path:
-    """The last port used: a restarted server takes it again when free, so old clients reconnect."""
-    return _redis_dir() / "port"
-
-
-def _port_is_free(port: int) -> bool:
-    """Free to listen on, as Redis does (SO_REUSEADDR: a killed server's TIME_WAIT sockets don't count)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 def _preferred_port() -> int:
+    """The last port used, when free: a restarted server takes it again, so old clients reconnect."""
     try:
-        port = int(_port_file().read_text().strip())
+        port = int((_redis_dir() / "port").read_text().strip())
     except (FileNotFoundError, ValueError):
-        return _free_port()
-    return port if 1024 <= port < 65536 and _port_is_free(port) else _free_port()
+        return process.free_port()
+    return port if 1024 <= port < 65536 and process.port_is_free(port) else process.free_port()
 
 
 def binaries() -> tuple[Path, list[Path]]:
@@ -97,22 +72,6 @@ def binaries() -> tuple[Path, list[Path]]:
     return server, modules
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _pings(port: int) -> bool:
     try:
         return bool(redis.Redis(host="127.0.0.1", port=port, socket_timeout=1).ping())
@@ -120,42 +79,10 @@ def _pings(port: int) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def _lock():
-    """Serialize start/stop across processes (two kernels starting at once share one server)."""
-    _redis_dir().mkdir(parents=True, exist_ok=True)
-    with open(_redis_dir() / "server.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _read_state() -> ServerInfo | None:
-    try:
-        raw = json.loads(_state_file().read_text())
-        return ServerInfo(pid=int(raw["pid"]), port=int(raw["port"]), data_dir=_redis_dir())
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
-        return None
-
-
 def status() -> ServerInfo | None:
     """The running embedded server, or None (a stale state file is removed)."""
-    info = _read_state()
-    if info is None:
-        return None
-    if _alive(info.pid) and _pings(info.port):
-        return info
-    _state_file().unlink(missing_ok=True)
-    return None
-
-
-def _log_tail(path: Path, lines: int = 8) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no log written)"
+    state = process.running(_redis_dir(), _pings)
+    return ServerInfo(state["pid"], state["port"], _redis_dir()) if state else None
 
 
 def _launch(port: int) -> subprocess.Popen:
@@ -164,76 +91,41 @@ def _launch(port: int) -> subprocess.Popen:
     fsync = settings().redis_appendfsync
     if fsync not in ("always", "everysec", "no"):
         raise ServerError(f"MEMORYKIT_REDIS_APPENDFSYNC must be always, everysec or no, got {fsync!r}")
-    args = [
-        str(server),
-        "--port", str(port),
-        "--bind", "127.0.0.1",
-        "--protected-mode", "yes",
-        "--dir", str(data),
-        "--appendonly", "yes",
-        "--appendfsync", fsync,
-        "--save", "",
-        "--logfile", "redis.log",
-        "--daemonize", "no",
-    ]
+    args = [str(server), "--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "yes",
+            "--dir", str(data), "--appendonly", "yes", "--appendfsync", fsync, "--save", "",
+            "--logfile", "redis.log", "--daemonize", "no"]
     for module in modules:
         args += ["--loadmodule", str(module)]
-    return subprocess.Popen(
-        args, cwd=data, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
-    )
+    return subprocess.Popen(args, cwd=data, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def start() -> ServerInfo:
     """Start the embedded server, or return the one already running for this checkout."""
-    with _lock():
+    data = _redis_dir()
+    with process.locked(data):
         running = status()
         if running:
             return running
-        data = _redis_dir()
-        last_error = ""
-        for attempt in range(3):
-            port = _preferred_port() if attempt == 0 else _free_port()
-            proc = _launch(port)
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    break
-                if _pings(port):
-                    info = ServerInfo(pid=proc.pid, port=port, data_dir=data)
-                    _state_file().write_text(json.dumps({"pid": proc.pid, "port": port}))
-                    _port_file().write_text(str(port))
-                    return info
-                time.sleep(0.05)
-            else:
-                proc.kill()
-            last_error = _log_tail(data / "redis.log")
-            if "Address already in use" not in last_error:
-                break
-        raise ServerError(
-            f"the embedded Redis did not start (log {data / 'redis.log'}):\n{last_error}\n"
-            "Check the log above; `python -m memorykit.server stop` clears a stuck state, "
-            "or set REDIS_URL to use another Redis."
-        )
+        pid, port = process.launch(
+            _launch, _pings, (_preferred_port() if i == 0 else process.free_port() for i in range(3)),
+            timeout=START_TIMEOUT_S, poll=0.05, log=data / "redis.log", error=lambda tail: ServerError(
+                f"the embedded Redis did not start (log {data / 'redis.log'}):\n{tail}\n"
+                "Check the log above; `python -m memorykit.server stop` clears a stuck state, "
+                "or set REDIS_URL to use another Redis."))
+        process.write_state(data, pid=pid, port=port)
+        (data / "port").write_text(str(port))
+        return ServerInfo(pid, port, data)
+
+
+def _shutdown(state: dict) -> None:
+    with contextlib.suppress(redis.RedisError):
+        redis.Redis(host="127.0.0.1", port=state["port"], socket_timeout=5).shutdown(nosave=False)
 
 
 def stop() -> bool:
     """Stop the embedded server (its data stays on disk). True if one was running."""
-    with _lock():
-        info = _read_state()
-        _state_file().unlink(missing_ok=True)
-        if info is None or not _alive(info.pid):
-            return False
-        with contextlib.suppress(redis.RedisError):
-            redis.Redis(host="127.0.0.1", port=info.port, socket_timeout=5).shutdown(nosave=False)
-        deadline = time.monotonic() + 10
-        while _alive(info.pid) and time.monotonic() < deadline:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(info.pid, os.WNOHANG)
-            time.sleep(0.05)
-        if _alive(info.pid):
-            os.kill(info.pid, signal.SIGKILL)
-        return True
+    return process.stop(_redis_dir(), _shutdown)
 
 
 def redis_url() -> str:
@@ -286,21 +178,9 @@ def connect(url: str | None = None, *, decode_responses: bool = True) -> redis.R
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memorykit.server", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["start", "stop", "status", "url"])
-    cmd = parser.parse_args(argv).command
-    if cmd == "start":
-        info = start()
-        print(f"embedded Redis running: pid {info.pid}, {info.url}, data {info.data_dir}")
-    elif cmd == "stop":
-        print("stopped" if stop() else "not running")
-    elif cmd == "url":
-        print(redis_url())
-    else:
-        info = status()
-        print(f"running: pid {info.pid}, {info.url}" if info else "not running")
-        return 0 if info else 3
-    return 0
+    return process.cli(argv, "python -m memorykit.server", __doc__, "embedded Redis", start=start, stop=stop,
+                       status=status, describe=lambda i: f"pid {i.pid}, {i.url}, data {i.data_dir}",
+                       url=redis_url)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 import memorykit as mk
-from memorykit import server
+from memorykit import process, server
 from memorykit.errors import ModuleMissingError, ServerError
 
 
@@ -61,7 +61,7 @@ def test_killed_server_is_restarted(private_home):
     info = server.start()
     subprocess.run(["kill", "-9", str(info.pid)], check=True)
     deadline = time.monotonic() + 5
-    while server._alive(info.pid) and time.monotonic() < deadline:
+    while process.alive(info.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert mk.connect().ping()
     assert server.status().pid != info.pid

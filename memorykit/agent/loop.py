@@ -1,9 +1,7 @@
 """The one tool loop: ask the model, run the tools it calls, feed the results back, repeat.
 
-Bounded: at most ``max_steps`` tool calls, then :class:`TaskFailed`. A tool never raises
-into the loop (it returns ``{"error": ...}`` for the model to read). The task's input
-model carries the exchange so far in a ``steps`` field, so every backend sees the same
-typed input on every round.
+Bounded by ``max_steps`` tool calls (then :class:`TaskFailed`). The input's ``steps`` field
+carries the exchange so far, so every backend sees the same typed input on every round.
 """
 from __future__ import annotations
 

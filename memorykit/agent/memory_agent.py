@@ -1,12 +1,9 @@
 """The memory agent: one chat turn that uses every memory layer, with per-step timings and usage.
 
-Foreground (the user waits): save the message, load the thread view, embed the question once
-and retrieve with that vector, run the ``reply`` task through the one tool loop, save the reply.
-Background (the next turn and ``flush()`` wait for it): index for recall, extract and
-``remember``, update working memory, store a good procedure, summarize. Each background step
-runs on its own; a failure is logged and recorded in ``turn.failed_steps``, the rest still run.
-Modes: ``memory="full" | "short_term" | False``; ``retrieval="inject"`` (memories in the
-prompt) or ``"tools"`` (the model calls ``search_memory`` / ``manage_memory``).
+Foreground (the user waits): save the message, load the thread, embed the question once,
+retrieve, run the ``reply`` task through the tool loop, save the reply. Background (the next
+turn and ``flush()`` wait for it): index, extract and remember, working memory, procedure,
+summary; a failing step is logged in ``turn.failed_steps`` and the others still run.
 """
 from __future__ import annotations
 
@@ -52,7 +49,6 @@ BeforeModel = Callable[[list[Message]], "list[Message] | None"]
 AfterModel = Callable[[Message], "Message | Retry | None"]
 
 
-# ---------------------------------------------------------------- the turn record
 @dataclass
 class Retry:
     """Returned by an ``after_model`` hook: ask the model once more, with this note."""
@@ -62,11 +58,8 @@ class Retry:
 
 @dataclass
 class Turn:
-    """What one ``chat()`` did: the reply, the memory it used and stored, timings, usage, failures.
-
-    Foreground timings (load, retrieve, model, store) are there when ``chat()`` returns;
-    background ones, ``memories_stored`` and the background usage once ``agent.flush()`` has.
-    """
+    """What one ``chat()`` did: the reply, the memory it used and stored, timings, usage, failures
+    (the background parts once ``agent.flush()`` has returned)."""
 
     user_id: str
     thread_id: str
@@ -126,14 +119,9 @@ def _reason(exc: Exception) -> str:
     return str(exc) if isinstance(exc, TaskFailed) else f"{type(exc).__name__}: {exc}"
 
 
-# ---------------------------------------------------------------- the agent
 class MemoryAgent:
-    """An agent whose memory lives in Redis: short-term, long-term, working, procedural.
-
-    ``before_model`` hooks get the prompt (a list of messages) and may return a new one
-    (e.g. redact it: the model is sent exactly that); ``after_model`` hooks get the reply and
-    may return a replacement Message or ``Retry(reason)`` to ask the model once more.
-    """
+    """An agent whose memory lives in Redis. ``before_model`` hooks may return a new prompt (sent
+    exactly); ``after_model`` hooks a replacement reply or ``Retry(reason)`` (one more try)."""
 
     def __init__(self, r: redis.Redis, llm=None, embedder=None, namespace: str = "memorykit", *,
                  memory: str | bool = "full", retrieval: str = "inject",
@@ -180,7 +168,6 @@ class MemoryAgent:
         """The backend label shown to people: "offline" or the model name."""
         return str(getattr(self.llm, "label", type(self.llm).__name__))
 
-    # ------------------------------------------------------------------ threads
     def history(self, user_id: str, thread_id: str) -> ChatHistory:
         """The thread; with full memory, deleting from it also deletes the messages' recall vectors."""
         if self.recall is not None:  # the agent indexes in the background, not on append
@@ -214,7 +201,6 @@ class MemoryAgent:
         finally:
             turn.timings_ms[step] = turn.timings_ms.get(step, 0.0) + (time.perf_counter() - start) * 1000
 
-    # ------------------------------------------------------------------ the turn
     def chat(self, text: str, user_id: str, thread_id: str = "default") -> Turn:
         """One turn. Bad input raises ValidationError before anything is written; a failing
         model or Redis is reported in ``turn.error`` and the user's message is kept."""
@@ -383,7 +369,6 @@ class MemoryAgent:
         if found and self.store is not None:
             turn.memories_used = [MemoryHit(m, found[m.id]) for m in self.store.get_many(list(found)) if m]
 
-    # ------------------------------------------------------------------ after the reply
     @contextmanager
     def _step(self, turn: Turn, name: str, calls: list[Usage]):
         """Time one background step; a failure is logged and recorded, never raised. A model task
@@ -440,7 +425,6 @@ class MemoryAgent:
         with self._step(turn, "summarize", calls):
             summarize_if_needed(self.history(uid, tid), self.llm, policy=self.summary_policy)
 
-    # ------------------------------------------------------------------ feedback
     def give_feedback(self, turn: Turn, label: str) -> str | None:
         """👍 / 👎 on a reply: "added", "switched" or "removed" (the same label again removes it)."""
         if self.feedback is None:

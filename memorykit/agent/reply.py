@@ -1,9 +1,4 @@
-"""The reply as a typed task: the question, the thread and what memory retrieved, rendered into one prompt.
-
-``REPLY`` (or ``reply_task(system_prompt)``) is run by :func:`memorykit.agent.loop.run_tool_loop`;
-a backend that implements tasks itself reads the typed :class:`ReplyInput`, a chat server gets
-the messages :func:`build_reply` renders.
-"""
+"""The reply as a typed task: the question, the thread and what memory retrieved, in one prompt."""
 from __future__ import annotations
 
 from pydantic import BaseModel, Field

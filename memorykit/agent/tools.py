@@ -11,12 +11,8 @@ from ..memory.index import memory_type_list
 
 def memory_tools(store, user_id: str, *, distance_threshold: float | None = None, k: int = 5,
                  llm=None) -> list[Tool]:
-    """``search_memory`` and ``manage_memory`` bound to one user: the agent decides when to look.
-
-    The user id is fixed here, never taken from the model, so a tool call cannot reach
-    another user's memories. Writes go through ``store.remember`` (hash -> semantic ->
-    decision), so repeating a fact does not duplicate it.
-    """
+    """``search_memory`` and ``manage_memory`` bound to one user (never taken from the model, so a
+    call cannot reach another user's memories); writes go through ``store.remember`` (no duplicates)."""
     check_id(user_id, "user_id")
     threshold = settings().distance_threshold if distance_threshold is None else distance_threshold
 

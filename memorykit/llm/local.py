@@ -10,22 +10,18 @@ Both pieces are optional: ``make setup-llm`` installs them.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
-import fcntl
 import importlib.util
-import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import process
 from ..config import settings
 from ..errors import LLMError
 from .openai_chat import OpenAIChat
@@ -49,10 +45,6 @@ class LocalServer:
 
 def _dir() -> Path:
     return settings().data_dir / "llm"
-
-
-def _state_file() -> Path:
-    return _dir() / "server.json"
 
 
 def _log_file() -> Path:
@@ -95,25 +87,6 @@ def model_label(path: Path | str) -> str:
     return "SmolLM2-135M" if name == DEFAULT_GGUF else Path(name).stem
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(ChildProcessError):  # reap it if it is our own exited child
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    return True
-
-
 def _listening(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
         return True
@@ -128,42 +101,10 @@ def _answers(port: int, timeout: float = 2.0) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def _lock():
-    """Serialize start/stop across processes: two kernels starting at once share one server."""
-    _dir().mkdir(parents=True, exist_ok=True)
-    with open(_dir() / "server.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _read_state() -> LocalServer | None:
-    try:
-        raw = json.loads(_state_file().read_text())
-        return LocalServer(pid=int(raw["pid"]), port=int(raw["port"]), model=str(raw["model"]))
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
-        return None
-
-
 def status() -> LocalServer | None:
     """The running local model server, or None (a stale state file is removed)."""
-    info = _read_state()
-    if info is None:
-        return None
-    if _alive(info.pid) and _listening(info.port):  # not HTTP: a busy server answers only when done
-        return info
-    _state_file().unlink(missing_ok=True)
-    return None
-
-
-def _log_tail(lines: int = 12) -> str:
-    try:
-        return "\n".join(_log_file().read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no log written)"
+    state = process.running(_dir(), _listening)  # not HTTP: a busy server answers only when done
+    return LocalServer(state["pid"], state["port"], str(state.get("model"))) if state else None
 
 
 def _launch(model: Path, port: int) -> subprocess.Popen:
@@ -187,58 +128,24 @@ def start() -> LocalServer:
     if why:
         raise LLMError(f"the local model cannot start: {why}")
     model = str(model_path())
-    with _lock():
+    with process.locked(_dir()):
         running = status()
         if running and running.model == model:
             return running
-        if running:
-            _stop_unlocked(running)  # MEMORYKIT_LOCAL_MODEL changed: serve the new model
-        last_error = ""
-        for _attempt in range(3):
-            port = _free_port()
-            proc = _launch(Path(model), port)
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    break
-                if _answers(port):
-                    info = LocalServer(pid=proc.pid, port=port, model=model)
-                    _state_file().write_text(json.dumps({"pid": proc.pid, "port": port, "model": model}))
-                    return info
-                time.sleep(0.2)
-            else:
-                proc.kill()
-            last_error = _log_tail()
-            if "address already in use" not in last_error.lower():
-                break
-        raise LLMError(f"the local llama.cpp server did not start (log {_log_file()}):\n{last_error}\n"
-                       "`python -m memorykit.llm.local stop` clears a stuck state; "
-                       "MEMORYKIT_LLM=offline avoids the local model.")
-
-
-def _stop_unlocked(info: LocalServer) -> None:
-    _state_file().unlink(missing_ok=True)
-    if not _alive(info.pid):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(info.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while _alive(info.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if _alive(info.pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(info.pid, signal.SIGKILL)
+        process.halt(_dir(), process.read_state(_dir()))  # MEMORYKIT_LOCAL_MODEL changed: serve the new one
+        pid, port = process.launch(
+            lambda port: _launch(Path(model), port), _answers, (process.free_port() for _ in range(3)),
+            timeout=START_TIMEOUT_S, poll=0.2, log=_log_file(), error=lambda tail: LLMError(
+                f"the local llama.cpp server did not start (log {_log_file()}):\n{tail}\n"
+                "`python -m memorykit.llm.local stop` clears a stuck state; "
+                "MEMORYKIT_LLM=offline avoids the local model."))
+        process.write_state(_dir(), pid=pid, port=port, model=model)
+        return LocalServer(pid, port, model)
 
 
 def stop() -> bool:
     """Stop the local model server. True if one was running."""
-    with _lock():
-        info = _read_state()
-        if info is None:
-            return False
-        running = _alive(info.pid)
-        _stop_unlocked(info)
-        return running
+    return process.stop(_dir())
 
 
 def local_chat(**kwargs) -> OpenAIChat:
@@ -279,23 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["serve"]:
         serve(argv[1:])
         return 0
-    parser = argparse.ArgumentParser(prog="python -m memorykit.llm.local", description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["start", "stop", "status"])
-    cmd = parser.parse_args(argv).command
-    try:
-        if cmd == "start":
-            info = start()
-            print(f"local model running: pid {info.pid}, {info.base_url}, {info.model}")
-        elif cmd == "stop":
-            print("stopped" if stop() else "not running")
-        else:
-            info = status()
-            print(f"running: pid {info.pid}, {info.base_url}, {info.model}" if info else "not running")
-            return 0 if info else 3
-    except LLMError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return process.cli(argv, "python -m memorykit.llm.local", __doc__, "local model", start=start, stop=stop,
+                       status=status, describe=lambda i: f"pid {i.pid}, {i.base_url}, {i.model}",
+                       errors=(LLMError,))
 
 
 if __name__ == "__main__":

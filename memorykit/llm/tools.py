@@ -1,7 +1,5 @@
 """Tools an agent can call: a Python function plus the OpenAI tool schema that describes it.
-
-A tool never raises into the agent loop: bad arguments or a failing function come back
-as ``{"error": "..."}`` so the model can read what went wrong and try again.
+A tool never raises: errors come back as ``{"error": "..."}`` for the model to read.
 """
 from __future__ import annotations
 

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Literal, Sequence
 import numpy as np
 import redis
 from pydantic import BaseModel, field_validator, model_validator
-from redisvl.query import FilterQuery, VectorQuery
+from redisvl.query import FilterQuery
 from redisvl.query.filter import Tag
 
 from ..errors import MemoryKitError, ValidationError
 from ..keys import check_id, key
 from ..llm.task import Task, TaskFailed, Text, is_placeholder, run_task
-from .index import SYSTEM_USER, content_hash, owner_filter, row_ids, validity
+from .index import SYSTEM_USER, content_hash, json_docs, nearest, owner_filter, owner_of, row_ids, validity
 
 if TYPE_CHECKING:
     from .long_term import Memory, MemoryHit, MemoryStore
@@ -62,7 +62,6 @@ class Decision:
         return f"Decision({self.action} by {self.tier}{target}: {self.reason})"
 
 
-# ---------------------------------------------------------------- the stored form of a fact
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|mine|myself|we|we're|we've|our|us)\b", re.IGNORECASE)
 _PERSON_SWAPS = [(r"\bI am\b|\bI'm\b", "{s} is"), (r"\bI was\b", "{s} was"), (r"\bI've\b", "{s} has"),
                  (r"\bI'd\b", "{s} would"), (r"\bI'll\b", "{s} will"), (r"\bwe're\b", "{s} and family are"),
@@ -102,15 +101,6 @@ def as_fact(text: str, subject: str = "User") -> str:
     return text[:1].upper() + text[1:]
 
 
-# ---------------------------------------------------------------- tiers 1 and 2: hash and vectors
-def _owner(user_id: str | None, memory_type: str) -> str:
-    if user_id is None:
-        if memory_type != "semantic":
-            raise ValidationError(f"{memory_type} memories need a user_id")
-        return SYSTEM_USER
-    return check_id(user_id, "user_id")
-
-
 def _scope(user_id: str, memory_type: str):  # exactly this user's current memories of this type
     return owner_filter(user_id) & (Tag("memory_type") == memory_type) & validity()
 
@@ -123,7 +113,7 @@ def ledger_key(store: MemoryStore, user_id: str, memory_type: str) -> str:
 def find_exact(store: MemoryStore, content: str, user_id: str | None,
                memory_type: str = "episodic") -> Memory | None:
     """The current memory with the same normalized text (case, spaces, punctuation ignored)."""
-    user_id = _owner(user_id, memory_type)
+    user_id = owner_of(user_id, memory_type)
     digest = content_hash(as_fact(content))
     mid = store.redis.hget(ledger_key(store, user_id, memory_type), digest)
     if mid is None:
@@ -141,7 +131,7 @@ def find_similar(store: MemoryStore, content: str, user_id: str | None, memory_t
     """The ``k`` nearest current memories of this user and type, within ``distance_threshold``."""
     from .long_term import MemoryHit
 
-    user_id = _owner(user_id, memory_type)
+    user_id = owner_of(user_id, memory_type)
     vector = np.asarray(vector if vector is not None else store.embedder.embed(content), dtype=np.float32)
     scope = _scope(user_id, memory_type)
     # The ledger names every current memory remember() wrote, even one the index has not caught
@@ -151,19 +141,16 @@ def find_similar(store: MemoryStore, content: str, user_id: str | None, memory_t
                                                      num_results=EXACT_SCAN_LIMIT + 1))))
     if len(ids) <= EXACT_SCAN_LIMIT:  # the usual case: exact cosine distances in numpy
         ids = sorted(ids)
-        pipe = store.redis.pipeline(transaction=False)
-        for mid in ids:
-            pipe.json().get(store.key(mid), "$.embedding", "$.invalid_at")
-        found = [(mid, got["$.embedding"][0]) for mid, got in zip(ids, pipe.execute())
+        docs = json_docs(store.redis, [store.key(mid) for mid in ids], "$.embedding", "$.invalid_at")
+        found = [(mid, got["$.embedding"][0]) for mid, got in zip(ids, docs)
                  if got and got.get("$.embedding") and not got.get("$.invalid_at")]
         if not found:
             return []
         distances = 1.0 - np.asarray([v for _, v in found], dtype=np.float32) @ vector
         rows = sorted(zip(distances.tolist(), [mid for mid, _ in found]))[:k]
     else:
-        q = VectorQuery(vector.tolist(), "embedding", return_fields=["id"], num_results=k, filter_expression=scope)
-        found = store.index.query(q)
-        rows = sorted((float(row["vector_distance"]), mid) for row, mid in zip(found, row_ids(found)))
+        found = nearest(store.index, vector.tolist(), scope, k)
+        rows = [(float(row["vector_distance"]), mid) for row, mid in zip(found, row_ids(found))]
     if distance_threshold is not None:
         rows = [row for row in rows if row[0] <= distance_threshold]
     memories = store.get_many([mid for _, mid in rows])
@@ -183,7 +170,6 @@ def near_identical(new: str, old: str, distance: float, threshold: float = NEAR_
     return distance <= threshold and _surface(new) == _surface(old)
 
 
-# ---------------------------------------------------------------- tier 3: the decide_memory task
 DECIDE_PROMPT = """\
 You maintain the long-term memory of one user. You get a NEW fact and EXISTING memories, each
 with a small number. Decide what to do with the new fact:
@@ -267,7 +253,6 @@ def decide(new_fact: str, existing: Sequence[Memory | str], llm=None) -> MemoryD
     return out
 
 
-# ---------------------------------------------------------------- the write path
 def remember(store: MemoryStore, content: str, user_id: str | None = None, memory_type: str = "episodic",
              observed_at: float | None = None, llm=None, *, tiers: Sequence[str] = TIERS, k: int = 5,
              candidate_distance: float = CANDIDATE_DISTANCE, duplicate_distance: float = SEMANTIC_DUPLICATE_DISTANCE,
@@ -277,7 +262,7 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
     the steps: ``("exact",)``, ``("exact", "semantic")``, or by default all three (the decider too)."""
     if set(tiers) - set(TIERS):
         raise ValidationError(f"unknown tiers {sorted(set(tiers) - set(TIERS))}; choose from {TIERS}")
-    user = _owner(user_id, memory_type)
+    user = owner_of(user_id, memory_type)
     new = store._new(as_fact(content), user, memory_type, topics=topics, metadata=dict(metadata or {}),
                      source_thread=source_thread, source_messages=list(source_messages or []),
                      observed_at=observed_at)
@@ -358,16 +343,18 @@ def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, st
     if new.invalid_at is None:
         pipe.hset(ledger, new.content_hash, new.id)
     if closing:
-        tkey, now = store.key(target.id), time.time()
-        pipe.json().set(tkey, "$.invalid_at", new.valid_from)
-        pipe.json().set(tkey, "$.superseded_by", new.id)
-        pipe.json().set(tkey, "$.updated_at", now)
+        _close(store, pipe, target, new.valid_from, new.id)
         if target.content_hash != new.content_hash:
             pipe.hdel(ledger, target.content_hash)
-        target.invalid_at, target.superseded_by, target.updated_at = new.valid_from, new.id, now
 
 
-# ---------------------------------------------------------------- consolidation
+def _close(store: MemoryStore, pipe, memory: Memory, at: float, by: str) -> None:
+    """Queue: ``memory`` stops being current at ``at``, replaced by ``by`` (one JSON.MERGE: one re-index)."""
+    now = time.time()
+    pipe.json().merge(store.key(memory.id), "$", {"invalid_at": at, "superseded_by": by, "updated_at": now})
+    memory.invalid_at, memory.superseded_by, memory.updated_at = at, by, now
+
+
 @dataclass
 class Merge:
     """One consolidated cluster: ``kept`` now carries the provenance of every ``merged`` memory."""
@@ -394,10 +381,8 @@ def consolidate(store: MemoryStore, user_id: str, *, memory_types: Sequence[str]
                           key=lambda m: (m.valid_from or m.created_at, m.id))
         if len(memories) < 2:
             continue
-        pipe = store.redis.pipeline(transaction=False)
-        for m in memories:
-            pipe.json().get(store.key(m.id), "$.embedding")
-        vecs = np.array([got[0] for got in pipe.execute()], dtype=np.float32)
+        vecs = np.array([got[0] for got in json_docs(store.redis, [store.key(m.id) for m in memories], "$.embedding")],
+                        dtype=np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         dist = 1.0 - vecs @ vecs.T
         taken: set[int] = set()
@@ -436,10 +421,7 @@ def _merge(store: MemoryStore, merge: Merge) -> None:
     pipe.json().set(store.key(kept.id), "$.metadata", kept.metadata)
     pipe.json().set(store.key(kept.id), "$.updated_at", now)
     for m in merge.merged:
-        pipe.json().set(store.key(m.id), "$.invalid_at", now)
-        pipe.json().set(store.key(m.id), "$.superseded_by", kept.id)
-        pipe.json().set(store.key(m.id), "$.updated_at", now)
-        m.invalid_at, m.superseded_by, m.updated_at = now, kept.id, now
+        _close(store, pipe, m, now, kept.id)
         if m.content_hash != kept.content_hash:
             pipe.hdel(ledger, m.content_hash)
     pipe.execute()

@@ -1,28 +1,20 @@
 """Extraction: turn a conversation into candidate long-term memories (the ``extract_memories`` task).
 
-A model reads :data:`EXTRACTION_PROMPT` plus the transcript and answers a JSON object
-``{"memories": [{"type": "episodic" | "semantic", "content": "..."}]}``:
-
-* EPISODIC: the user's own experiences, preferences, goals, plans and personal facts,
-  written in the third person ("User went to Paris in 2009 for their honeymoon").
-* SEMANTIC: general facts about the world, true for everyone ("Singapore requires a passport").
-
 :class:`ExtractedMemories` accepts the shapes real models return (a bare list, one object,
-``{"episodic": [...]}``, odd key case), drops unusable items with a warning and fails
-validation only when nothing usable is left, so the runner repairs once. Extraction never
-raises into a chat turn: a failed task is logged and yields no memories.
+``{"episodic": [...]}``, odd key case), drops unusable items with a warning and fails only
+when nothing usable is left, so the runner repairs once. A failed task yields no memories.
 """
 from __future__ import annotations
 
 import logging
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ValidationError, model_validator
 
 from ..llm.task import Task, TaskFailed, Text, is_placeholder, parse_json, run_task
-from ..messages import Message, as_message
+from ..messages import Message, as_messages
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +49,6 @@ class CandidateMemory:
         return asdict(self)
 
 
-# ---------------------------------------------------------------- the task's models
 def transcript(messages: Sequence[Message]) -> str:
     """``user: ...`` / ``assistant: ...`` lines; a message's extra lines are indented."""
     lines = []
@@ -157,7 +148,6 @@ EXTRACT = Task("extract_memories", EXTRACTION_PROMPT, input=ExtractInput, output
                max_tokens=400, render=lambda inp: f"Conversation:\n{transcript(inp.messages)}")
 
 
-# ---------------------------------------------------------------- entry points
 def parse_memories(text: str | None) -> list[CandidateMemory]:
     """Candidate memories from a model's raw reply; never raises (garbage -> [] and a warning)."""
     if text is None or not str(text).strip():
@@ -171,21 +161,9 @@ def parse_memories(text: str | None) -> list[CandidateMemory]:
     return [CandidateMemory(m.type, m.content) for m in out.memories]
 
 
-def _as_messages(messages: str | Message | dict | Iterable[Message | dict]) -> list[Message]:
-    if isinstance(messages, str):
-        return [Message(role="user", content=messages)]
-    if isinstance(messages, (Message, dict)):
-        return [as_message(messages)]
-    return [as_message(m) for m in messages]
-
-
 def extract_memories(messages: str | Message | Sequence[Message | dict], llm=None) -> list[CandidateMemory]:
-    """Candidate memories from a conversation (a str is one user message).
-
-    Never raises on a bad model reply or a failed model call: it logs a warning and
-    returns no memories, so a chat turn goes on.
-    """
-    msgs = _as_messages(messages)
+    """Candidate memories from a conversation (a str is one user message); [] (logged) if the task fails."""
+    msgs = as_messages(messages)
     if not any(m.role == "user" and m.content.strip() for m in msgs):
         return []
     if llm is None:

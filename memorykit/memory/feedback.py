@@ -1,11 +1,8 @@
 """Feedback examples: query -> response pairs a user liked or rejected, retrieved as guidance.
 
-:class:`FeedbackStore` keeps per-user examples labelled positive or negative, set by a
-thumbs button (:meth:`FeedbackStore.mark`) or found in the conversation by the
-``analyze_feedback`` task (:func:`analyze_feedback`). :meth:`FeedbackStore.examples`
-returns the closest ones, reranked (similarity + word overlap, or any RedisVL reranker such
-as a local cross-encoder) and diversified with MMR, as a block for the prompt: positives to
-follow, negatives to avoid.
+Set by a thumbs button (:meth:`FeedbackStore.mark`) or found by the ``analyze_feedback`` task;
+retrieved by vector search, reranked (similarity + word overlap, or a RedisVL reranker) and
+diversified with MMR: positives to follow, negatives to avoid.
 """
 from __future__ import annotations
 
@@ -20,14 +17,15 @@ from typing import Any, Callable, Literal, Sequence
 import numpy as np
 import redis
 from pydantic import BaseModel, Field
-from redisvl.query import FilterQuery, VectorQuery
+from redisvl.query import FilterQuery
 from redisvl.query.filter import Tag
 from redisvl.utils.rerank import HFCrossEncoderReranker
 
 from ..errors import ModelNotFoundError, ValidationError
 from ..keys import check_id, check_namespace, user_key
 from ..llm.task import Task, TaskFailed, run_task
-from .index import content_hash, ensure_index, owner_field, owner_filter, owner_tag
+from .index import (content_hash, ensure_index, json_docs, nearest, owner_field, owner_filter, owner_tag,
+                    vector_field)
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +34,7 @@ LABELS = ("positive", "negative")
 
 @dataclass
 class FeedbackExample:
-    """A query and the response a user reacted to, labelled positive or negative.
-
-    ``signal`` says how it was found: "explicit" (a button, praise, "that's wrong"),
-    "implicit" (a repeated question) or "correction" (the user corrected the answer).
-    """
+    """A query and the response a user reacted to; ``signal``: explicit, implicit or correction."""
 
     query: str
     response: str
@@ -96,22 +90,16 @@ def feedback_schema(namespace: str, dims: int) -> dict[str, Any]:
             owner_field("user_id"),
             {"name": "label", "type": "tag"},
             {"name": "created_at", "type": "numeric"},
-            {"name": "embedding", "type": "vector",
-             "attrs": {"algorithm": "hnsw", "dims": dims, "distance_metric": "cosine", "datatype": "float32"}},
+            vector_field(dims),
         ],
     }
 
 
-# ================================================================ reranking
 Reranker = Callable[[str, Sequence[str]], Sequence[float]]
 
 
 class CrossEncoderReranker(HFCrossEncoderReranker):
-    """RedisVL's cross-encoder reranker, loaded from a local folder only (nothing is downloaded).
-
-    None ships with the course: pass the folder of a model you already have
-    (e.g. a copy of ms-marco-MiniLM-L-6-v2).
-    """
+    """RedisVL's cross-encoder reranker from a local model folder (none ships; nothing is downloaded)."""
 
     def __init__(self, model_path: str, limit: int = 20):
         if not Path(model_path).is_dir():
@@ -132,10 +120,7 @@ def lexical_overlap(a: str, b: str) -> float:
 
 def mmr(relevance: Sequence[float], vectors: np.ndarray, k: int, lambda_: float = 0.7,
         duplicate: float = 0.95) -> list[int]:
-    """Maximal marginal relevance: relevant, and not a near-copy of what was already picked.
-
-    Candidates whose cosine similarity to a picked one is >= ``duplicate`` are skipped.
-    """
+    """Maximal marginal relevance: relevant, and not a near-copy (similarity >= ``duplicate``) of a pick."""
     chosen: list[int] = []
     left = list(range(len(relevance)))
     sims = vectors @ vectors.T if len(vectors) else np.zeros((0, 0))
@@ -163,7 +148,6 @@ def rerank_scores(reranker, query: str, texts: Sequence[str]) -> list[float]:
     return [float(s) for s in reranker(query, list(texts))]
 
 
-# ================================================================ the store
 class FeedbackStore:
     """Per-user feedback examples with toggle semantics, retrieved by vector search + rerank."""
 
@@ -241,16 +225,10 @@ class FeedbackStore:
         expr = owner_filter(user_id)
         return expr & (Tag("label") == label) if label else expr
 
-    def _docs(self, keys: Sequence[str]) -> list[dict[str, Any] | None]:
-        pipe = self.redis.pipeline(transaction=False)
-        for k in keys:
-            pipe.json().get(k)
-        return pipe.execute() if keys else []
-
     def list(self, user_id: str, label: str | None = None, limit: int = 1000) -> list[FeedbackExample]:
         q = FilterQuery(filter_expression=self._filter(user_id, label), return_fields=["id"], num_results=limit)
         q.sort_by("created_at", asc=True)
-        return [self._example(d) for d in self._docs([row["id"] for row in self.index.query(q)]) if d]
+        return [self._example(d) for d in json_docs(self.redis, [row["id"] for row in self.index.query(q)]) if d]
 
     def count(self, user_id: str, label: str | None = None) -> int:
         return len(self.list(user_id, label))
@@ -262,10 +240,10 @@ class FeedbackStore:
         word overlap) and MMR for variety. Only this user's examples are ever considered."""
         threshold = self.distance_threshold if distance_threshold is ... else distance_threshold
         vector = list(vector) if vector is not None else self.embedder.embed(query)
-        q = VectorQuery(vector, "embedding", return_fields=["id"], num_results=max(candidates, k),
-                        filter_expression=self._filter(user_id, label))
-        rows = [r for r in self.index.query(q) if threshold is None or float(r["vector_distance"]) <= threshold]
-        pairs = [(d, float(r["vector_distance"])) for d, r in zip(self._docs([r["id"] for r in rows]), rows) if d]
+        rows = [r for r in nearest(self.index, vector, self._filter(user_id, label), max(candidates, k))
+                if threshold is None or float(r["vector_distance"]) <= threshold]
+        docs = json_docs(self.redis, [r["id"] for r in rows])
+        pairs = [(d, float(r["vector_distance"])) for d, r in zip(docs, rows) if d]
         if not pairs:
             return []
         texts = [d["query"] for d, _ in pairs]
@@ -292,7 +270,6 @@ class FeedbackStore:
         self.index.delete(drop=True)
 
 
-# ================================================================ the analyze_feedback task
 ANALYZE_PROMPT = """You read the last few exchanges between a user and an assistant and find feedback
 the user gave on the assistant's answers.
 
@@ -354,15 +331,3 @@ def analyze_feedback(exchanges: Sequence[tuple[str, str | None]], llm=None, wind
                                        label="negative" if correction else item.label,
                                        signal="correction" if correction else item.signal, reason=item.reason))
     return out
-
-
-def forget_examples(store: FeedbackStore, user_id: str) -> int:
-    """Delete every feedback example of one user (``forget_user`` does this for all structures)."""
-    prefix = user_key(store.namespace, "feedback", check_id(user_id, "user_id"))
-    keys = list(store.redis.scan_iter(match=prefix + ":*"))
-    return store.redis.delete(*keys) if keys else 0
-
-
-__all__ = ["LABELS", "FeedbackExample", "FeedbackHit", "Guidance", "FeedbackStore", "CrossEncoderReranker",
-           "lexical_overlap", "mmr", "rerank_scores", "ANALYZE", "ANALYZE_PROMPT", "Exchange", "FeedbackInput",
-           "FoundFeedback", "FeedbackFound", "analyze_feedback", "forget_examples"]

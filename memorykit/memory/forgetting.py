@@ -1,11 +1,8 @@
 """Forgetting policies for long-term memory: by age, by inactivity, by a per-user budget.
 
-A memory store that only grows gets slower, costlier and, for facts that change, more
-often wrong: an old "works at the library" competes with the newer "works at the museum".
-A :class:`ForgettingPolicy` says what may go; :func:`plan` is the dry run (what would be
-deleted and why), :func:`forget` applies it. Pinned memories (``metadata.pinned``) are
-never forgotten. The rules follow Redis's agent-memory-server (``max_age_days``,
-``max_inactive_days``, ``budget`` kept by recency, pinned exempt).
+A store that only grows gets slower and, for facts that change, more often wrong.
+:func:`plan` is the dry run, :func:`forget` applies it; pinned memories (``metadata.pinned``)
+are never forgotten. The rules follow Redis's agent-memory-server.
 """
 from __future__ import annotations
 
@@ -17,8 +14,8 @@ from typing import Sequence
 from redisvl.query import FilterQuery
 from redisvl.query.filter import FilterExpression
 
-from .index import SYSTEM_USER, owner_filter
-from .retrieval import DAY, Recency
+from .index import SYSTEM_USER, delete_keys, owner_filter
+from .retrieval import DAY, Recency, as_float
 
 _FIELDS = ["id", "$.user_id", "$.memory_type", "$.content", "$.created_at", "$.last_accessed",
            "$.invalid_at", "$.metadata.pinned"]
@@ -61,20 +58,9 @@ def _rows(store, user_id: str | None):
         yield from page
 
 
-def _float(value) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
          now: float | None = None) -> list[Forget]:
-    """The dry run: memories the policy would delete, oldest reason first, never a pinned one.
-
-    ``user_id`` limits it to one owner (the shared ``system`` semantic memories are only
-    considered when no user is given or ``user_id="system"``).
-    """
+    """The dry run: what the policy would delete and why, never a pinned memory (``user_id``: one owner)."""
     now = time.time() if now is None else now
     types = set(policy.memory_types) if policy.memory_types else None
     out: dict[str, Forget] = {}
@@ -86,9 +72,9 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
             continue
         if types is not None and mtype not in types:
             continue
-        created = _float(row.get("$.created_at")) or now
-        used = _float(row.get("$.last_accessed")) or created
-        invalid = _float(row.get("$.invalid_at"))
+        created = as_float(row.get("$.created_at")) or now
+        used = as_float(row.get("$.last_accessed")) or created
+        invalid = as_float(row.get("$.invalid_at"))
         age, idle = (now - created) / DAY, (now - used) / DAY
         reason = None
         if policy.superseded_days is not None and invalid is not None \
@@ -119,10 +105,7 @@ def forget(store, policy: ForgettingPolicy, *, user_id: str | None = None, now: 
     """Apply the policy (or, with ``dry_run``, only list): returns what was (or would be) deleted."""
     doomed = plan(store, policy, user_id=user_id, now=now)
     if not dry_run and doomed:
-        pipe = store.redis.pipeline(transaction=False)
-        for f in doomed:
-            pipe.delete(store.key(f.id))
-        pipe.execute()
+        delete_keys(store.redis, [store.key(f.id) for f in doomed])
     return doomed
 
 

@@ -1,9 +1,7 @@
 """Shared RedisVL index helpers: index creation with schema checks, owner tags and scope filters.
 
-Every store (long-term memories, procedures, feedback, message vectors) keeps its documents
-in a RedisVL index and scopes each query to an owner. The owner is indexed percent-encoded
-(:func:`owner_tag`) in a case-sensitive TAG field, and every scoped query is built by
-:func:`owner_filter` or :func:`user_scope`, so no store writes its own tag syntax.
+Owners are indexed percent-encoded (:func:`owner_tag`) in case-sensitive TAG fields, and every
+scoped query is built by :func:`owner_filter` or :func:`user_scope`: no store writes tag syntax.
 """
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ from typing import Any, Iterable, Sequence
 
 import redis
 from redisvl.index import SearchIndex
-from redisvl.query import FilterQuery
+from redisvl.query import FilterQuery, VectorQuery, VectorRangeQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
 from redisvl.schema import IndexSchema
 
@@ -23,10 +21,6 @@ from ..keys import USER_KEY_STRUCTURES, check_id, encode
 
 MEMORY_TYPES = ("episodic", "semantic", "procedural")
 SYSTEM_USER = "system"
-
-__all__ = ["MEMORY_TYPES", "SYSTEM_USER", "content_hash", "ensure_index", "owner_tag", "owner_field",
-           "owner_filter", "memory_type_list", "visible_owners", "user_scope", "validity", "row_ids",
-           "forget_user"]
 
 
 def content_hash(text: str) -> str:
@@ -37,7 +31,6 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:32]
 
 
-# ---------------------------------------------------------------- index creation
 _COMPARED_ATTRS = ("case_sensitive", "separator", "index_missing", "dims", "algorithm",
                    "distance_metric", "datatype")
 
@@ -94,7 +87,37 @@ def row_ids(rows: Iterable[dict[str, Any]]) -> list[str]:
     return [row["id"].rsplit(":", 1)[-1] for row in rows]
 
 
-# ---------------------------------------------------------------- owners
+def vector_field(dims: int, name: str = "embedding", **extra: Any) -> dict[str, Any]:
+    """The schema entry of an embedding: HNSW, cosine distance, float32."""
+    return {"name": name, "type": "vector", **extra,
+            "attrs": {"algorithm": "hnsw", "dims": dims, "distance_metric": "cosine", "datatype": "float32"}}
+
+
+def nearest(index: SearchIndex, vector: Sequence[float], expr: FilterExpression | None, k: int,
+            threshold: float | None = None, fields: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
+    """KNN rows (a range query when ``threshold`` is set), closest first, with ``vector_distance``."""
+    kw = dict(return_fields=list(fields), num_results=k, filter_expression=expr)
+    q = (VectorQuery(list(vector), "embedding", **kw) if threshold is None
+         else VectorRangeQuery(list(vector), "embedding", distance_threshold=threshold, **kw))
+    return sorted(index.query(q), key=lambda row: float(row["vector_distance"]))
+
+
+def json_docs(client: redis.Redis, keys: Sequence[str], *paths: str) -> list[Any]:
+    """JSON documents (or these paths of them) in one round trip; None where a key is missing."""
+    pipe = client.pipeline(transaction=False)
+    for k in keys:
+        pipe.json().get(k, *paths)
+    return [None if isinstance(d, Exception) else d for d in pipe.execute(raise_on_error=False)] if keys else []
+
+
+def delete_keys(client: redis.Redis, keys: Iterable[str]) -> int:
+    """Delete keys in batches of 500; returns how many existed."""
+    keys, deleted = sorted(keys), 0
+    for i in range(0, len(keys), 500):
+        deleted += client.delete(*keys[i : i + 500])
+    return deleted
+
+
 _TAG_SAFE = str.maketrans({"_": "%5F", ".": "%2E", "-": "%2D", "~": "%7E"})
 
 
@@ -122,7 +145,6 @@ def owner_filter(user_id: str | Sequence[str], field: str = "user_id") -> Filter
     return Tag(field) == (tags[0] if len(tags) == 1 else tags)
 
 
-# ---------------------------------------------------------------- long-term memory scope
 def memory_type_list(memory_types: str | Sequence[str] | None) -> list[str]:
     """Normalize ``"episodic"`` / ``["EPISODIC", "semantic"]`` / None (all readable types)."""
     if memory_types is None:
@@ -134,6 +156,15 @@ def memory_type_list(memory_types: str | Sequence[str] | None) -> list[str]:
     if unknown or not out:
         raise ValidationError(f"memory_types must be among {MEMORY_TYPES}, got {list(memory_types)}")
     return out
+
+
+def owner_of(user_id: str | None, memory_type: str) -> str:
+    """Who owns a new memory: the given user, or the shared ``system`` user for a semantic one."""
+    if user_id is None:
+        if memory_type != "semantic":
+            raise ValidationError(f"{memory_type} memories need a user_id")
+        return SYSTEM_USER
+    return check_id(user_id, "user_id")
 
 
 def visible_owners(user_id: str | None, memory_type: str) -> list[str]:
@@ -165,32 +196,18 @@ def validity(as_of: float | None = None) -> FilterExpression:
     return (Num("valid_from") <= as_of) & (Num("invalid_at").is_missing() | (Num("invalid_at") > as_of))
 
 
-# ---------------------------------------------------------------- privacy
-def _indexes_with_user_field(client: redis.Redis, namespace: str) -> list[SearchIndex]:
-    found = []
-    for name in client.execute_command("FT._LIST"):
-        name = name.decode() if isinstance(name, bytes) else name
-        if not name.startswith(f"{namespace}_"):
-            continue
-        index = SearchIndex.from_existing(name, redis_client=client)
-        if "user_id" in index.schema.fields:
-            found.append(index)
-    return found
-
-
 def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None) -> int:
-    """Delete a user's documents in every index of the namespace and every per-user key.
-
-    Works from the key layout: per-user structures put the encoded user id right after
-    their name (``ns:thread:<user>:...``), and indexed documents carry a ``user_id`` tag.
-    Cached embeddings of the user's texts are dropped too when ``embedder`` is given.
-    """
+    """Delete a user's documents in every index of the namespace, every per-user key and (given
+    ``embedder``) the cached embeddings of their texts."""
     check_id(user_id, "user_id")
     if user_id == SYSTEM_USER:
         raise ValidationError("refusing to forget the shared 'system' user")
     doomed: set[str] = set()
     texts: list[str] = []
-    for index in _indexes_with_user_field(client, namespace):
+    names = [n.decode() if isinstance(n, bytes) else n for n in client.execute_command("FT._LIST")]
+    for index in (SearchIndex.from_existing(n, redis_client=client) for n in names if n.startswith(f"{namespace}_")):
+        if "user_id" not in index.schema.fields:
+            continue
         # owner fields read from a *_tag path hold the encoded id (owner_field); others the raw id
         path = getattr(index.schema.fields["user_id"], "path", None) or ""
         value = owner_tag(user_id) if path.endswith("_tag") else user_id
@@ -210,8 +227,4 @@ def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None
             doomed.update(client.scan_iter(match=f"{namespace}:{structure}:{owner}:*", count=1000))
     if embedder is not None and texts:
         embedder.forget(texts)
-    deleted = 0
-    doomed_list = sorted(doomed)
-    for i in range(0, len(doomed_list), 500):
-        deleted += client.delete(*doomed_list[i : i + 500])
-    return deleted
+    return delete_keys(client, doomed)

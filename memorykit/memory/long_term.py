@@ -1,14 +1,8 @@
 """Long-term memory: episodic and semantic memories as JSON documents in a RedisVL index.
 
-A memory is one short statement ("User went to Paris in 2009 for their honeymoon")
-with its owner, its type, a content hash, timestamps and an embedding. Episodic
-memories belong to one user and only that user can retrieve them; semantic memories
-(general facts) belong to the ``system`` user unless a user id is given, and every
-user can retrieve the ``system`` ones.
-
-Memories are never overwritten in place when facts change (see :mod:`memorykit.memory.dedup`):
-an old version gets ``invalid_at`` and ``superseded_by``; searches return only current
-memories unless asked ``as_of`` a moment in the past.
+Episodic memories belong to one user; semantic ones (general facts) to the ``system`` user
+unless a user id is given, and everyone can read those. A changed fact never overwrites the
+old one (see :mod:`.dedup`): searches return current memories unless asked ``as_of`` a past time.
 """
 from __future__ import annotations
 
@@ -18,16 +12,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
 import redis
-from redisvl.query import CountQuery, FilterQuery, VectorQuery, VectorRangeQuery
+from redisvl.query import CountQuery, FilterQuery
 from redisvl.query.filter import FilterExpression, Tag
 
 from ..errors import ValidationError
-from ..keys import USER_KEY_STRUCTURES, check_id, check_namespace, key  # noqa: F401  (re-exported)
+from ..keys import check_id, check_namespace, key
 from ..messages import new_id
 from . import dedup
-from .index import (MEMORY_TYPES, SYSTEM_USER, content_hash, ensure_index,  # noqa: F401  (re-exported)
-                    forget_user, memory_type_list, owner_field, owner_filter, owner_tag, row_ids,
-                    user_scope, validity, visible_owners)
+from .index import (MEMORY_TYPES, content_hash, delete_keys, ensure_index, forget_user, json_docs, memory_type_list,
+                    nearest, owner_field, owner_of, owner_tag, row_ids, user_scope, validity, vector_field,
+                    visible_owners)
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +89,6 @@ def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
                   "storage_type": "json"},
         "fields": [
             {"name": "content", "type": "text"},
-            # the owner is indexed percent-encoded and case-sensitive: raw tags are split on
-            # commas, trimmed and case-folded, so "Bob", "bob " and "a,b" would match "bob" / "a"
             owner_field("user_id"),
             {"name": "memory_type", "type": "tag"},
             {"name": "topics", "path": "$.topics[*]", "type": "tag"},
@@ -106,9 +98,7 @@ def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
             {"name": "last_accessed", "type": "numeric"},
             {"name": "valid_from", "type": "numeric"},
             {"name": "invalid_at", "type": "numeric", "attrs": {"index_missing": True}},
-            {"name": "embedding", "type": "vector",
-             "attrs": {"algorithm": "hnsw", "dims": dims, "distance_metric": "cosine",
-                       "datatype": "float32"}},
+            vector_field(dims),
         ],
     }
 
@@ -127,11 +117,9 @@ class MemoryStore:
         self.schema = memory_schema(namespace, embedder.dims)
         self.index = ensure_index(redis_client, self.schema)
 
-    # ------------------------------------------------------------------ keys
     def key(self, memory_id: str) -> str:
         return key(self.namespace, "memory", memory_id)
 
-    # ------------------------------------------------------------------ writes
     def _new(self, content: str, user_id: str | None, memory_type: str, **extra) -> Memory:
         if memory_type not in MEMORY_TYPES:
             raise ValidationError(f"memory_type must be one of {MEMORY_TYPES}, got {memory_type!r}")
@@ -141,12 +129,7 @@ class MemoryStore:
             raise ValidationError(
                 f"a memory is limited to {MAX_MEMORY_CHARS} characters (got {len(content)}): "
                 "store a short statement, not a document")
-        if user_id is None:
-            if memory_type != "semantic":
-                raise ValidationError(f"{memory_type} memories need a user_id")
-            user_id = SYSTEM_USER
-        check_id(user_id, "user_id")
-        now = time.time()
+        user_id, now = owner_of(user_id, memory_type), time.time()
         observed_at = extra.pop("observed_at", None)
         topics = [t.strip().lower() for t in (extra.pop("topics", None) or []) if t and t.strip()]
         return Memory(content=content.strip(), user_id=user_id, memory_type=memory_type,
@@ -217,25 +200,13 @@ class MemoryStore:
         """Hard delete one memory (history links to it are left dangling on purpose)."""
         return bool(self.redis.delete(self.key(memory_id)))
 
-    # ------------------------------------------------------------------ reads
     def get(self, memory_id: str) -> Memory | None:
         return self.get_many([memory_id])[0]
 
     def get_many(self, memory_ids: Sequence[str]) -> list[Memory | None]:
         """Read memories by id in one round trip (None for missing ones)."""
-        if not memory_ids:
-            return []
-        pipe = self.redis.pipeline(transaction=False)
-        paths = [f"$.{f}" for f in _FIELDS]
-        for mid in memory_ids:
-            pipe.json().get(self.key(mid), *paths)
-        out: list[Memory | None] = []
-        for raw in pipe.execute(raise_on_error=False):
-            if not raw or isinstance(raw, Exception):
-                out.append(None)
-                continue
-            out.append(Memory.from_dict({p[2:]: v[0] for p, v in raw.items() if v}))
-        return out
+        docs = json_docs(self.redis, [self.key(mid) for mid in memory_ids], *(f"$.{f}" for f in _FIELDS))
+        return [Memory.from_dict({p[2:]: v[0] for p, v in raw.items() if v}) if raw else None for raw in docs]
 
     def touch(self, memories: Sequence[Memory]) -> int:
         """Set ``last_accessed`` to now, skipping memories touched less than ``touch_interval`` ago.
@@ -269,13 +240,8 @@ class MemoryStore:
                include_superseded: bool = False, touch: bool = True,
                vector: Sequence[float] | None = None, mode: str = "vector",
                recency=None) -> list[MemoryHit]:
-        """Nearest memories the user may see, closest first, with cosine distances (0 = same).
-
-        ``distance_threshold`` (or the store's default) turns KNN into a range query;
-        ``vector`` is the query's embedding when the caller already has it (embed once per turn).
-        ``mode="text"`` / ``"hybrid"`` (BM25 / BM25 + KNN fused) and ``recency`` (a
-        :class:`~memorykit.memory.retrieval.Recency` or True) rank as in :mod:`.retrieval`.
-        """
+        """Nearest memories the user may see, closest first, with cosine distances (0 = same);
+        ``mode="text" | "hybrid"`` and ``recency`` rank as in :mod:`.retrieval`."""
         if user_id is not None:
             check_id(user_id, "user_id")
         if topics:
@@ -290,20 +256,10 @@ class MemoryStore:
             hits = retrieval.search(self, query, vector, expr, user_id=user_id,
                                     memory_types=memory_types, k=k, mode=mode, recency=recency)
         else:
-            hits = self._hits(self._vector_rows(vector, expr, k, threshold), user_id, memory_types)
+            hits = self._hits(nearest(self.index, vector, expr, k, threshold), user_id, memory_types)
         if touch:
             self.touch([h.memory for h in hits])
         return hits
-
-    def _vector_rows(self, vector, expr, k: int, threshold: float | None) -> list[dict[str, Any]]:
-        """KNN (or range, with a threshold) rows ``{"id", "vector_distance"}``, closest first."""
-        if threshold is None:
-            q = VectorQuery(vector, "embedding", return_fields=["id"], num_results=k,
-                            filter_expression=expr)
-        else:
-            q = VectorRangeQuery(vector, "embedding", return_fields=["id"], num_results=k,
-                                 distance_threshold=threshold, filter_expression=expr)
-        return sorted(self.index.query(q), key=lambda row: float(row["vector_distance"]))[:k]
 
     def _hits(self, rows, user_id, memory_types) -> list[MemoryHit]:
         """Rows -> MemoryHits, read in one pipeline; drops anything outside the user's scope."""
@@ -359,7 +315,6 @@ class MemoryStore:
             cur = nxt
         return chain
 
-    # ------------------------------------------------------------------ consolidation (memory/dedup.py)
     def remember(self, content: str, user_id: str | None = None, memory_type: str = "episodic", *,
                  observed_at: float | None = None, llm=None, **kwargs):
         """The agent's write path: hash -> semantic -> decision -> apply (see memory/dedup.py)."""
@@ -370,7 +325,6 @@ class MemoryStore:
         """Merge clusters of duplicates already stored for this user (see memory/dedup.py)."""
         return dedup.consolidate(self, user_id, **kwargs)
 
-    # ------------------------------------------------------------------ privacy
     def forget_user(self, user_id: str) -> int:
         """Remove everything memorykit stored for this user in this namespace; returns keys deleted."""
         return forget_user(self.redis, self.namespace, user_id, embedder=self.embedder)
@@ -378,9 +332,7 @@ class MemoryStore:
     def drop(self) -> None:
         """Drop the index, every memory document and the dedup ledgers of this namespace."""
         self.index.delete(drop=True)
-        ledgers = list(self.redis.scan_iter(match=key(self.namespace, "memhash") + ":*", count=1000))
-        for i in range(0, len(ledgers), 500):
-            self.redis.delete(*ledgers[i : i + 500])
+        delete_keys(self.redis, self.redis.scan_iter(match=key(self.namespace, "memhash") + ":*", count=1000))
 
 
 MEMORY_CONTEXT_HEADER = (
@@ -389,11 +341,8 @@ MEMORY_CONTEXT_HEADER = (
 
 
 def format_memories(items: Iterable[Any], header: str = MEMORY_CONTEXT_HEADER) -> str:
-    """A context block for the system prompt: one ``- [EPISODIC] ...`` line per memory.
-
-    Accepts MemoryHit, Memory, CandidateMemory, ``{"memory_type"/"type", "content"}`` dicts
-    or plain strings. Returns "" when there is nothing to add.
-    """
+    """A system-prompt block, one ``- [EPISODIC] ...`` line per memory (hits, memories, dicts or
+    strings); "" when there is nothing to add."""
     lines = []
     for item in items or []:
         item = getattr(item, "memory", item)

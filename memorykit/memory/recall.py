@@ -1,16 +1,9 @@
 """Message recall: find an old message by meaning, across a user's threads, never another user's.
 
-Every user and assistant message with text is embedded and stored as a JSON document
-``ns:msgvec:{user}:{thread}:{message_id}`` in the RedisVL index ``ns_messages``
-(text, role, thread_id, user_id, created_at, embedding). :meth:`MessageIndex.history`
-returns an :class:`IndexedHistory`: a ``ChatHistory`` whose appends are indexed and whose
-deliberate deletions (clear, delete_first, delete_where, the optional storage limit) remove
-the vectors too. Summaries delete nothing, so recall still finds what a summary folded in.
-This module builds on ``short_term``; ``short_term`` knows nothing of recall.
-:func:`merge_recalled` puts recalled messages next to the recent window without repeating any.
-
-Owners are indexed encoded (``index.owner_tag``), so ``Bob`` never matches ``bob`` and
-``a,b`` never matches ``a``.
+Every user and assistant message with text is a JSON document ``ns:msgvec:{user}:{thread}:{id}``
+in the index ``ns_messages``. :meth:`MessageIndex.history` returns a ``ChatHistory`` whose
+appends are indexed and whose deliberate deletions remove the vectors too; summaries delete
+nothing, so recall still finds what a summary folded in.
 """
 from __future__ import annotations
 
@@ -20,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import redis
-from redisvl.query import CountQuery, FilterQuery, VectorQuery, VectorRangeQuery
+from redisvl.query import CountQuery, FilterQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
 
 from urllib.parse import unquote
@@ -28,8 +21,8 @@ from urllib.parse import unquote
 from ..errors import ValidationError
 from ..keys import check_id, check_namespace, user_key
 from ..messages import Message
-from .index import ensure_index, owner_field, owner_filter, owner_tag
-from .short_term import ChatHistory
+from .index import ensure_index, nearest, owner_field, owner_filter, owner_tag, vector_field
+from .short_term import ChatHistory, head_length
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +44,7 @@ def message_schema(namespace: str, dims: int) -> dict[str, Any]:
             owner_field("thread_id"),    # $.thread_tag
             {"name": "role", "type": "tag"},
             {"name": "created_at", "type": "numeric"},
-            {"name": "embedding", "type": "vector",
-             "attrs": {"algorithm": "hnsw", "dims": dims, "distance_metric": "cosine",
-                       "datatype": "float32"}},
+            vector_field(dims),
         ],
     }
 
@@ -117,10 +108,7 @@ class IndexedHistory(ChatHistory):
 
 class MessageIndex:
     """Embeds stored messages and searches them, scoped to one user (optionally one thread).
-
-    ``max_messages_per_thread``: an explicit storage limit; after each ``add`` the oldest messages
-    of the thread are deleted from the list *and* the index together (``delete_first``).
-    """
+    ``max_messages_per_thread``: after each ``add``, older messages leave the list and the index together."""
 
     def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit", *,
                  max_messages_per_thread: int | None = None):
@@ -136,14 +124,12 @@ class MessageIndex:
     def __repr__(self) -> str:
         return f"MessageIndex({self.schema['index']['name']}, limit={self.max_messages_per_thread})"
 
-    # ------------------------------------------------------------------ keys
     def key(self, user_id: str, thread_id: str, message_id: str) -> str:
         return user_key(self.namespace, "msgvec", user_id, thread_id, message_id)
 
     def _thread_pattern(self, user_id: str, thread_id: str) -> str:
         return user_key(self.namespace, "msgvec", check_id(user_id, "user_id"), check_id(thread_id, "thread_id")) + ":*"
 
-    # ------------------------------------------------------------------ writes
     def add(self, user_id: str, thread_id: str, messages: Sequence[Message]) -> int:
         """Embed and index the recallable messages; returns how many were indexed."""
         check_id(user_id, "user_id")
@@ -165,11 +151,6 @@ class MessageIndex:
         keys = [self.key(user_id, thread_id, mid) for mid in message_ids]
         return int(self.redis.delete(*keys)) if keys else 0
 
-    def remove_thread(self, user_id: str, thread_id: str) -> int:
-        keys = list(self.redis.scan_iter(match=self._thread_pattern(user_id, thread_id), count=1000))
-        return int(self.redis.delete(*keys)) if keys else 0
-
-    # ------------------------------------------------------------------ storage limit + consistency
     def history(self, user_id: str, thread_id: str, ttl: int | None = None, *,
                 index_appends: bool = True) -> IndexedHistory:
         """The thread as an IndexedHistory: appends indexed here, deletions there remove vectors here."""
@@ -177,11 +158,8 @@ class MessageIndex:
                               index=self, index_appends=index_appends)
 
     def prune(self, user_id: str, thread_id: str, keep_last: int) -> list[Message]:
-        """Delete the thread's oldest messages beyond ``keep_last``, from the list and the index together.
-
-        Goes through ``ChatHistory.delete_first`` so the cut respects tool-call boundaries and is
-        atomic against concurrent appends; returns the deleted messages.
-        """
+        """Delete the thread's oldest messages beyond ``keep_last`` from list and index (through
+        ``delete_first``: tool-call boundaries respected, atomic against concurrent appends)."""
         if keep_last < 0:
             raise ValidationError("keep_last must be >= 0")
         h = self.history(user_id, thread_id)
@@ -209,7 +187,6 @@ class MessageIndex:
         added = self.add(user_id, thread_id, missing) if missing else 0
         return {"removed": removed, "added": added}
 
-    # ------------------------------------------------------------------ reads
     def _scope(self, user_id: str, thread_id: str | None, roles: Sequence[str] | None,
                since: float | None, until: float | None) -> FilterExpression:
         expr = owner_filter(user_id)
@@ -233,12 +210,8 @@ class MessageIndex:
                distance_threshold: float | None = None, *, roles: Sequence[str] | None = None,
                exclude_ids: Iterable[str] = (), since: float | None = None,
                until: float | None = None, vector: Sequence[float] | None = None) -> list[RecalledMessage]:
-        """The user's past messages closest in meaning to ``query``, closest first.
-
-        Scoped to ``user_id`` always (and ``thread_id`` if given); ``distance_threshold`` turns
-        KNN into a range query; ``exclude_ids`` drops messages you already have (the window);
-        ``vector`` is the query's embedding when the caller has it already (embed once per turn).
-        """
+        """The user's (or thread's) past messages closest in meaning to ``query``, closest first;
+        ``exclude_ids`` drops messages you already have (the window)."""
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("search needs a non-empty query")
         if k <= 0:
@@ -246,14 +219,8 @@ class MessageIndex:
         exclude = set(exclude_ids)
         expr = self._scope(user_id, thread_id, roles, since, until)
         vector = list(vector) if vector is not None else self.embedder.embed(query)
-        n = k + len(exclude)
-        if distance_threshold is None:
-            q = VectorQuery(vector, "embedding", return_fields=_RETURN, num_results=n, filter_expression=expr)
-        else:
-            q = VectorRangeQuery(vector, "embedding", return_fields=_RETURN, num_results=n,
-                                 distance_threshold=distance_threshold, filter_expression=expr)
         out = []
-        for row in sorted(self.index.query(q), key=lambda r: float(r["vector_distance"])):
+        for row in nearest(self.index, vector, expr, k + len(exclude), distance_threshold, _RETURN):
             msg, thread = self._row(row)
             if msg.id not in exclude:
                 out.append(RecalledMessage(msg, thread, float(row["vector_distance"])))
@@ -275,10 +242,6 @@ class MessageIndex:
         self.index.delete(drop=True)
 
 
-MessageRecall = MessageIndex
-
-
-# ---------------------------------------------------------------------- merging with the window
 def _as_message(item: RecalledMessage | Message) -> Message:
     return item.message if isinstance(item, RecalledMessage) else item
 
@@ -289,18 +252,12 @@ def _fingerprint(m: Message) -> tuple[str, str]:
 
 def merge_recalled(window: Sequence[Message], recalled: Sequence[RecalledMessage | Message],
                    strategy: str = "prepend") -> list[Message]:
-    """The recent window plus recalled messages, none repeated (same id or same role + text).
-
-    ``prepend``: recalled (oldest first) before the window; ``append``: after it;
-    ``interleave``: everything in chronological order. Leading system messages (prompt,
-    summary) stay at the top in every strategy.
-    """
+    """The recent window plus recalled messages, none repeated (same id or same role + text):
+    before it (``prepend``), after it (``append``) or by time (``interleave``); system head first."""
     if strategy not in STRATEGIES:
         raise ValidationError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     window = list(window)
-    head = 0
-    while head < len(window) and window[head].role == "system":
-        head += 1
+    head = head_length(window)
     system, recent = window[:head], window[head:]
     seen_ids = {m.id for m in window}
     seen_text = {_fingerprint(m) for m in recent}

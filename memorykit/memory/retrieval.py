@@ -25,6 +25,7 @@ from redisvl.query.filter import FilterExpression, Num, Tag
 from redisvl.utils.stopwords import get_stopwords
 
 from ..errors import ValidationError
+from .index import json_docs
 
 MODES = ("vector", "text", "hybrid")
 DAY = 86400.0
@@ -90,7 +91,6 @@ class Candidate:
     score: float = 0.0
 
 
-# ---------------------------------------------------------------------------- query cues
 _STOP = get_stopwords("english")
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
 
@@ -155,8 +155,7 @@ def mentioned_speakers(index, text: str) -> list[str]:
     return sorted(v for v in values if v in words)
 
 
-# ---------------------------------------------------------------------------- Redis queries
-def _num(value: Any) -> float | None:
+def as_float(value: Any) -> float | None:
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -225,7 +224,6 @@ def _and(expr, extra: FilterExpression):
     return extra if expr is None else expr & extra
 
 
-# ---------------------------------------------------------------------------- fusion
 def rrf(lists: dict[str, Sequence[str]], weights: dict[str, float], k: int = 60) -> dict[str, float]:
     """Reciprocal rank fusion: ``sum_l weight_l / (k + rank_l(doc))`` over the lists holding doc."""
     scores: dict[str, float] = {}
@@ -270,8 +268,8 @@ def rank(index, query: str, vector: Sequence[float] | None, expr, *, k: int = 5,
         for r, row in enumerate(rows, 1):
             c = found.setdefault(row["id"], Candidate(row["id"]))
             c.ranks[name] = r
-            c.created_at = _num(row.get("created_at"))
-            c.last_accessed = _num(row.get("last_accessed"))
+            c.created_at = as_float(row.get("created_at"))
+            c.last_accessed = as_float(row.get("last_accessed"))
             if "vector_distance" in row:
                 c.distance = float(row["vector_distance"])
             if "score" in row and name == "text":
@@ -295,13 +293,10 @@ def _distances(store, candidates: list[Candidate], vector: Sequence[float] | Non
     missing = [c for c in candidates if c.distance is None]
     if not missing or vector is None:
         return
-    pipe = store.redis.pipeline(transaction=False)
-    for c in missing:
-        pipe.json().get(c.id, "$.embedding")
     q = list(vector)
     qn = math.sqrt(sum(x * x for x in q)) or 1.0
-    for c, got in zip(missing, pipe.execute(raise_on_error=False)):
-        if got and not isinstance(got, Exception):
+    for c, got in zip(missing, json_docs(store.redis, [c.id for c in missing], "$.embedding")):
+        if got:
             e = got[0]
             en = math.sqrt(sum(x * x for x in e)) or 1.0
             c.distance = 1.0 - sum(a * b for a, b in zip(q, e)) / (qn * en)

@@ -1,11 +1,9 @@
 """Routing with RedisVL's ``SemanticRouter``: a choice among known options, by the nearest example.
 
-A router's routes and their references (example utterances) come from
-``data/routes/<name>.jsonl``: the ``train`` rows are the references, the ``calibration`` rows
-choose the distance threshold (and, for a multi-label router, the margin) once, in numpy.
-The router lives in Redis as a RedisVL index named ``<namespace>_router_<name>``, built
-lazily on first use, reused by every process afterwards, and rebuilt when the data changes.
-A held-out split (``<name>_heldout.jsonl``) is never read here: it only measures.
+Routes come from ``data/routes/<name>.jsonl``: ``train`` rows are the references, ``calibration``
+rows choose the distance threshold (and a multi-label margin) once, in numpy; the held-out file
+is never read here. The router index is built lazily, shared by every process, rebuilt when the
+data changes.
 """
 from __future__ import annotations
 
@@ -105,11 +103,7 @@ def calibrate(train: Sequence[Example], train_vectors: np.ndarray, held: Sequenc
 
 
 class Router:
-    """A RedisVL ``SemanticRouter`` over one ``data/routes`` file, calibrated and cached in Redis.
-
-    ``route(text)`` -> the best route or None; ``labels(text)`` -> every route that passes
-    (multi-label routers). Both accept ``vector=`` to reuse an embedding of ``text``.
-    """
+    """A RedisVL ``SemanticRouter`` over one ``data/routes`` file, calibrated and cached in Redis."""
 
     def __init__(self, name: str, redis_client: redis.Redis, embedder, *, multi_label: bool = False,
                  namespace: str = ROUTES_NAMESPACE):
@@ -264,6 +258,3 @@ def get_router(name: str, redis_client: redis.Redis | None = None, embedder=None
                                                   namespace=namespace)
         return router
 
-
-__all__ = ["ROUTES_NAMESPACE", "Example", "Calibration", "Router", "calibrate", "decide", "drop_router",
-           "drop_routers", "get_router", "load_examples", "readable"]

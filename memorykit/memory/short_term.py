@@ -1,16 +1,9 @@
 """Short-term memory: a thread is a Redis LIST of JSON messages, plus trimming policies.
 
-Appends are a single RPUSH (never delete + rewrite, which loses messages when two
-writers race); every write refreshes a sliding TTL. The list is complete: a summary is a
-*view* stored beside it (``...:summary``: text + a cursor; it covers the entries before the
-cursor), so ``prompt_messages()`` = system head + summary + the messages after the cursor,
-and nothing stored is lost when a thread is summarized. Trimming functions are pure.
-Deleting from a stored thread is a separate, deliberate operation that follows the same
-validity rules, removes entries by value and moves the cursor in the same script.
-
-Long threads are bounded by the sliding TTL (``ttl=None`` keeps a thread until you delete
-it) and, where a hard limit is needed, by an explicit ``delete_first`` (the summary then keeps
-the gist of what was dropped).
+Appends are one RPUSH (delete + rewrite loses messages when two writers race); every write
+slides the TTL. The list stays complete: a summary is a *view* beside it (text + a cursor
+covering the entries before it), so summarizing never loses what was stored. Deleting is a
+separate, deliberate operation that removes entries by value and moves the cursor in one script.
 """
 from __future__ import annotations
 
@@ -34,11 +27,10 @@ SUMMARY_HEADER = "Summary of the earlier conversation:"
 CORRUPT = "__corrupt__"
 
 
-# ---------------------------------------------------------------- trimming (pure functions)
-def head_length(messages: Sequence[Message]) -> int:
+def head_length(messages: Sequence[Message | None]) -> int:
     """How many system messages open the list (the system prompt, a summary): always kept."""
     n = 0
-    while n < len(messages) and messages[n].role == "system":
+    while n < len(messages) and messages[n] is not None and messages[n].role == "system":
         n += 1
     return n
 
@@ -89,10 +81,7 @@ def fix_boundaries(messages: Sequence[Message | dict]) -> list[Message]:
 
 
 def trim_last(messages: Sequence[Message | dict], n: int) -> list[Message]:
-    """The system head + at most the last ``n`` other messages, starting on a valid boundary.
-
-    If no user message starts a valid window within the last ``n``, only the head is returned.
-    """
+    """The system head + at most the last ``n`` other messages, starting on a valid boundary (if any)."""
     if n < 0:
         raise ValidationError(f"n must be >= 0, got {n}")
     msgs = [as_message(m) for m in messages]
@@ -118,7 +107,6 @@ def trim_to_tokens(messages: Sequence[Message | dict], max_tokens: int,
     return msgs[:h]
 
 
-# ---------------------------------------------------------------- validation and codec
 def check_message(message: Message | dict) -> Message:
     """A message fit to store: known role, non-blank content (or tool calls), bounded size."""
     m = as_message(message)
@@ -161,7 +149,6 @@ def parse_summary(raw: str | None) -> dict[str, Any] | None:
     return data
 
 
-# ---------------------------------------------------------------- Lua: the view, the cursor, deletions
 # Read the view in one step: the summary, the system head (entries before the cursor that are
 # system messages) and every entry from the cursor on. A cursor past the list's end is stale
 # (the list expired or was deleted behind the summary's back): that summary is dropped.
@@ -254,7 +241,6 @@ class View:
         return [m if m is not None else Message(role="assistant", content="", name=CORRUPT) for m in self.messages]
 
 
-# ---------------------------------------------------------------- the stored thread
 class ChatHistory:
     """One conversation thread of one user: a complete Redis LIST, a summary view, a sliding TTL."""
 
@@ -277,7 +263,6 @@ class ChatHistory:
     def __repr__(self) -> str:
         return f"ChatHistory(user_id={self.user_id!r}, thread_id={self.thread_id!r}, namespace={self.namespace!r})"
 
-    # -- writing
     def append(self, message: Message | dict | Iterable[Message | dict]) -> list[Message]:
         """RPUSH one or more messages (all validated first: nothing is stored if one is bad)."""
         if isinstance(message, (str, bytes)):
@@ -303,7 +288,6 @@ class ChatHistory:
             pipe.persist(self.summary_key)
         pipe.zadd(self.threads_key, {self.thread_id: time.time()})
 
-    # -- reading
     def messages(self, last_n: int | None = None) -> list[Message]:
         """The stored messages, oldest first (only the last ``last_n`` if given); corrupt entries skipped."""
         if last_n is not None and last_n <= 0:
@@ -324,9 +308,7 @@ class ChatHistory:
         msgs = [_decode(raw, self.key) for raw in raws]
         start = cursor
         if cursor == 0:  # nothing covered: the system head opens the list itself
-            n = 0
-            while n < len(msgs) and msgs[n] is not None and msgs[n].role == "system":
-                n += 1
+            n = head_length(msgs)
             head, raws, msgs, start = [m for m in msgs[:n] if m], raws[n:], msgs[n:], n
         return View(head, parse_summary(summary_raw), summary_raw, start, raws, msgs)
 
@@ -363,7 +345,6 @@ class ChatHistory:
             digest(view.raws[:cut]), json.dumps(record, ensure_ascii=False)])
         return bool(ok)
 
-    # -- deleting (deliberate; a summary never deletes)
     def clear(self) -> int:
         """Delete the thread, its summary and its entry in the user's thread list; returns messages deleted."""
         return len(self.clear_messages())
@@ -421,7 +402,6 @@ class ChatHistory:
             pipe.execute()
         return [msgs[i] for i in sorted(doomed)]
 
-    # -- recall across threads
     def search_messages(self, query: str, k: int = 5, **kwargs) -> list:
         """Search this user's past messages by meaning: needs a history from ``MessageIndex.history``."""
         raise MemoryKitError("search_messages needs a message index for recall: get the history from "

@@ -1,10 +1,9 @@
 """Summaries of long threads: when to write one (policies), the model task, a trace check,
 and the atomic write that moves the summary's cursor.
 
-A summary is a view: the stored thread stays complete. ``summarize_if_needed`` folds the
-messages after the cursor (all but the last ``keep_last``) into the previous summary
-(rolling), checks that every fact traces to a source, then stores the summary and its new
-cursor in one script call that refuses if the thread or the summary changed meanwhile.
+``summarize_if_needed`` folds the messages after the cursor (all but the last ``keep_last``)
+into the previous summary, checks that every fact traces to a source, then stores it with its
+new cursor in one script call that refuses if the thread or the summary changed meanwhile.
 """
 from __future__ import annotations
 
@@ -39,7 +38,6 @@ MAX_BATCH = 40
 a thread that is further behind catches up over the next calls."""
 
 
-# ---------------------------------------------------------------- policies
 class SummaryPolicy(Protocol):
     """When to summarize a thread, and how many recent messages to keep verbatim."""
 
@@ -80,7 +78,6 @@ class ByTokens:
         return count_tokens(prompt) > self.max_tokens
 
 
-# ---------------------------------------------------------------- the task
 class SourceMessage(BaseModel):
     """One message to fold into the summary."""
 
@@ -140,7 +137,6 @@ def summarize_messages(messages: Sequence[Message], llm: ChatModel, previous: Se
     return run_task(llm, SUMMARIZE, inp)
 
 
-# ---------------------------------------------------------------- the trace check (any backend)
 _WORD = re.compile(r"[^\W_]+(?:[.,:'’][^\W_]+)*", re.UNICODE)
 _ROLE_WORDS = {"user", "user's", "assistant", "assistant's", "i"}
 TRACE_THRESHOLD = 0.45
@@ -190,7 +186,6 @@ def check_summary(summary: Summary, sources: Sequence[str], embedder) -> tuple[l
     return [t.fact for t in traces if t.ok], [t for t in traces if not t.ok]
 
 
-# ---------------------------------------------------------------- summarize a stored thread
 def _cut(msgs: Sequence[Message], keep_last: int, max_batch: int = MAX_BATCH) -> int:
     """Where the kept tail starts: a valid boundary keeping at most ``keep_last`` messages,
     else the latest valid boundary before (keeping a few more rather than none); and no

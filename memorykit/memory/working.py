@@ -1,12 +1,9 @@
 """Working memory: a small scratchpad the agent keeps in its prompt on every turn and edits itself.
 
-Three formats: **template** (Markdown with fixed sections the agent fills in), **schema** (a
-pydantic model or JSON-schema dict; partial updates are validated and merged) and **text**
-(free-form notes). Scope ``conversation`` keeps one per thread, ``user`` one per user shared
-by all their threads. Every write (direct, tool, :meth:`WorkingMemory.observe`) is one
+Formats: **template** (Markdown sections), **schema** (a pydantic model or JSON schema; partial
+updates are validated and merged) or **text**; one per thread or one per user. Every write is a
 validated, size-limited optimistic transaction that pushes the old version onto a capped
-edit history, so a bad edit can be undone and concurrent edits are never lost. The model-facing
-side (prompt block, tools, the ``update_working_memory`` task) is in :mod:`.working_tools`.
+history, so a bad edit can be undone and concurrent edits are never lost.
 """
 from __future__ import annotations
 
@@ -25,7 +22,6 @@ from . import working_tools
 from .working_tools import Observation
 
 SCOPES = ("conversation", "user")
-FORMATS = ("template", "schema", "text")
 DEFAULT_MAX_CHARS = 2000
 DEFAULT_HISTORY = 10
 
@@ -52,7 +48,6 @@ class Version:
         return f"Version(replaced by {self.replaced_by}, {text[:60]!r})"
 
 
-# ---------------------------------------------------------------------------- schema helpers
 def _json_schema(schema: Any) -> dict[str, Any]:
     if isinstance(schema, dict):
         return schema
@@ -109,7 +104,6 @@ def _headings(markdown: str) -> list[str]:
     return [line.strip() for line in markdown.splitlines() if line.lstrip().startswith("#")]
 
 
-# ---------------------------------------------------------------------------- the store
 class WorkingMemory:
     """A bounded, validated scratchpad per conversation (or per user), with edit history and undo."""
 
@@ -150,7 +144,6 @@ class WorkingMemory:
         limit = f"{self.max_chars} chars" if self.max_chars else f"{self.max_tokens} tokens"
         return f"WorkingMemory({self.format}, scope={self.scope}, limit={limit}, history={self.history_size})"
 
-    # ------------------------------------------------------------------ keys
     def key(self, user_id: str, thread_id: str | None = None) -> str:
         """``ns:working:user:{user}`` or ``ns:working:conversation:{user}:thread`` (user as a cluster hash tag)."""
         check_id(user_id, "user_id")
@@ -164,7 +157,6 @@ class WorkingMemory:
     def history_key(self, user_id: str, thread_id: str | None = None) -> str:
         return self.key(user_id, thread_id) + ":history"
 
-    # ------------------------------------------------------------------ codec + validation
     def _decode(self, raw: str | None) -> Any:
         if raw is None:
             return None
@@ -244,7 +236,6 @@ class WorkingMemory:
                 f"working memory is limited to {limit} {unit} and this update makes it {used}: condense it "
                 "(merge duplicate points, drop stale or minor details, shorten wording) and write it again")
 
-    # ------------------------------------------------------------------ reads
     def get(self, user_id: str, thread_id: str | None = None) -> Any:
         """The current content (Markdown/text, or a dict in schema mode); None when nothing is stored."""
         return self._decode(self.redis.get(self.key(user_id, thread_id)))
@@ -264,7 +255,6 @@ class WorkingMemory:
                                data["saved_at"], data["replaced_by"]))
         return out
 
-    # ------------------------------------------------------------------ writes
     def _commit(self, user_id: str, thread_id: str | None, change, source: str) -> Any:
         """Read -> change -> validate -> size check -> write + history, in one WATCH/MULTI/EXEC (retried)."""
         k, hk = self.key(user_id, thread_id), self.history_key(user_id, thread_id)
@@ -291,10 +281,7 @@ class WorkingMemory:
 
     def update(self, content: Any, user_id: str, thread_id: str | None = None, *,
                merge: bool = True, source: str = "update") -> Any:
-        """Write new content (schema mode: merged into the current value unless ``merge=False``).
-
-        Raises ValidationError (nothing written) on invalid content or when over the size limit.
-        """
+        """Write new content (schema mode: merged unless ``merge=False``); ValidationError writes nothing."""
         content = self._coerce(content)
 
         def change(old):
@@ -334,7 +321,6 @@ class WorkingMemory:
         """Remove the content and its history (no undo)."""
         return self.redis.delete(self.key(user_id, thread_id), self.history_key(user_id, thread_id))
 
-    # ------------------------------------------------------------------ the model-facing side
     def describe_format(self) -> str:
         """How the content is shaped, in words a model reads (template, partial schema, or free text)."""
         if self.format == "template":
@@ -354,10 +340,7 @@ class WorkingMemory:
         return f"{self.max_chars} characters" if self.max_chars else "no limit"
 
     def prompt_block(self, user_id: str, thread_id: str | None = None, *, editable: bool = True) -> str:
-        """Instruction + format + current content, appended to the system prompt on every turn.
-
-        ``editable=False`` when the model has no working-memory tools (the app calls ``observe``).
-        """
+        """Instruction + format + current content for the system prompt (``editable``: the model has the tools)."""
         return working_tools.prompt_block(self, user_id, thread_id, editable=editable)
 
     def system_prompt(self, base: str, user_id: str, thread_id: str | None = None) -> str:
@@ -370,9 +353,5 @@ class WorkingMemory:
 
     def observe(self, message: Message | str | Sequence[Message | str], llm, user_id: str,
                 thread_id: str | None = None, retries: int = 1) -> Observation:
-        """Let the model update the working memory from the user's new message(s); call it every turn.
-
-        Runs the ``update_working_memory`` task; a failed task or an update the store rejects
-        (retried ``retries`` times with the reason) leaves the memory unchanged and is logged.
-        """
+        """Let the model update the working memory from the user's new message(s); call it every turn."""
         return working_tools.observe(self, message, llm, user_id, thread_id, retries=retries)

@@ -1,8 +1,5 @@
 """Working memory's model-facing side: the prompt block, the get / update / clear tools, and the
-``update_working_memory`` task that keeps it current from what the user says.
-
-The store (:class:`~memorykit.memory.working.WorkingMemory`) calls these; they only use its
-public methods, so this module does not import it.
+``update_working_memory`` task. Uses only the store's public methods, so it does not import it.
 """
 from __future__ import annotations
 
@@ -16,12 +13,11 @@ from pydantic import BaseModel, Field, model_validator
 from ..errors import ValidationError
 from ..llm.task import Task, TaskFailed, Text, run_task
 from ..llm.tools import Tool
-from ..messages import Message
+from ..messages import as_messages
 
 log = logging.getLogger(__name__)
 
 
-# ---------------------------------------------------------------------------- the task
 class WorkingInput(BaseModel):
     """What the model sees: the format, the current content, the user's new message(s)."""
 
@@ -84,16 +80,6 @@ class Observation:
     reason: str = ""
 
 
-def _user_texts(message) -> list[str]:
-    items = [message] if isinstance(message, (str, Message)) else list(message)
-    texts = []
-    for m in items:
-        m = Message(role="user", content=m) if isinstance(m, str) else m
-        if m.role == "user" and m.content and m.content.strip():
-            texts.append(m.content.strip())
-    return texts
-
-
 def task_input(wm, current: Any, texts: list[str]) -> WorkingInput:
     """The task input for one store and its current content."""
     return WorkingInput(format=wm.format, description=wm.describe_format(), template=wm.template,
@@ -102,12 +88,9 @@ def task_input(wm, current: Any, texts: list[str]) -> WorkingInput:
 
 
 def observe(wm, message, llm, user_id: str, thread_id: str | None = None, retries: int = 1) -> Observation:
-    """Run the task on the new user message(s) and write its update through the store's transaction.
-
-    A failed task (TaskFailed) or an update the store rejects after ``retries`` retries is logged
-    and leaves the working memory unchanged.
-    """
-    texts = _user_texts(message)
+    """Run the task on the new user message(s) and write its update through the store's transaction;
+    a failed task or an update still rejected after ``retries`` is logged and changes nothing."""
+    texts = [m.content.strip() for m in as_messages(message) if m.role == "user" and m.content.strip()]
     if not texts:
         return Observation(False, wm.get(user_id, thread_id))
     inp = task_input(wm, wm.current(user_id, thread_id), texts)
@@ -133,7 +116,6 @@ def observe(wm, message, llm, user_id: str, thread_id: str | None = None, retrie
     return Observation(False, wm.get(user_id, thread_id), error)
 
 
-# ---------------------------------------------------------------------------- prompt block and tools
 def prompt_block(wm, user_id: str, thread_id: str | None = None, *, editable: bool = True) -> str:
     """Instruction + format + current content; ``editable=False`` when the model has no tools for it."""
     current = wm.get(user_id, thread_id)

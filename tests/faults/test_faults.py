@@ -20,7 +20,7 @@ import pytest
 import redis
 
 import memorykit as mk
-from memorykit import server
+from memorykit import process, server
 from memorykit.errors import ModuleMissingError
 
 pytestmark = pytest.mark.faults
@@ -42,7 +42,7 @@ def kill9(info: server.ServerInfo) -> None:
     except ChildProcessError:
         pass
     deadline = time.monotonic() + 5
-    while server._port_is_free(info.port) is False and time.monotonic() < deadline:
+    while process.port_is_free(info.port) is False and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
@@ -131,7 +131,7 @@ def test_while_redis_is_down_the_message_is_kept_for_the_next_turn(agent_on, own
 
 def test_a_server_without_the_search_module_is_named(tmp_path):
     binary, _modules = server.binaries()
-    port = server._free_port()
+    port = process.free_port()
     proc = subprocess.Popen([str(binary), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no", "--dir", str(tmp_path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
