@@ -1,7 +1,7 @@
 """Scripted users for notebook 08: the same conversations against each memory mode, scored and costed.
 
 ``load_script()`` reads ``data/agent/scripted_questions.jsonl``; ``run_script(agent, ...)`` plays
-it (one row per turn: what was said, the reply, whether it answered, model calls and tokens);
+it (one row per turn: what was said, the reply, whether it answered, model calls, tokens, step timings);
 ``compare_modes(...)`` does that for a stateless, a short-term-only and a full-memory agent.
 """
 from __future__ import annotations
@@ -55,7 +55,8 @@ def run_script(agent: MemoryAgent, scenarios: Sequence[dict[str, Any]], user_suf
                          "reply": turn.reply or f"(error: {turn.error})",
                          "correct": None if expect is None else bool(turn.ok and answered(turn.reply, expect)),
                          "model_calls": turn.model_calls, "tokens_in": turn.tokens_in,
-                         "tokens_out": turn.tokens_out, "failed_steps": ", ".join(sorted(turn.failed_steps))})
+                         "tokens_out": turn.tokens_out, "failed_steps": ", ".join(sorted(turn.failed_steps)),
+                         "timings_ms": dict(turn.timings_ms)})
     return rows
 
 

@@ -16,8 +16,8 @@ import pytest
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 LOCAL_NOTEBOOKS = ("04_", "05_", "08_")
 
-# Each notebook takes many minutes against the 135M model on 2 cores (notebook 08 compares
-# three memory modes over a scripted conversation): opt in with MEMORYKIT_LOCAL_NOTEBOOKS=1.
+# Minutes each against the 135M model on 2 cores: `make test-all` and `make test-llm` set
+# MEMORYKIT_LOCAL_NOTEBOOKS=1; a plain `pytest tests/real_llm` leaves them out.
 pytestmark = pytest.mark.skipif(os.environ.get("MEMORYKIT_LOCAL_NOTEBOOKS") != "1",
                                 reason="set MEMORYKIT_LOCAL_NOTEBOOKS=1 to run notebooks against the local model")
 
