@@ -277,6 +277,19 @@ def test_observe_runs_a_typed_task_and_repairs_invalid_json_once(r, ns):
     assert "My name is Ada" in request["messages"][-1].content
 
 
+def test_the_schema_sent_pins_content_to_the_store_format(r, ns):
+    """A text store asks for text, a schema store for an object (a small model sent a dict to a template)."""
+    def content_types(wm, content):
+        model = ScriptedModel(update(content), update(None, changed=False))
+        wm.observe("My name is Ada", model, user_id="u1", thread_id="t1")
+        schema = model.requests[0]["response_format"]["json_schema"]["schema"]
+        return {option.get("type") for option in schema["properties"]["content"]["anyOf"]}
+
+    assert content_types(mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE), "# Profile\n- Name: Ada\n") \
+        == {"string", "null"}
+    assert content_types(mk.WorkingMemory(r, ns + "s", schema=Profile), {"name": "Ada"}) == {"object", "null"}
+
+
 def test_observe_rejected_update_is_retried_with_the_reason_then_dropped(r, ns):
     wm = mk.WorkingMemory(r, ns, schema=Profile)
     bad = ScriptedModel("no json here", update({"goals": 5}), update({"goals": "run"}))

@@ -182,8 +182,8 @@ with a small number. Decide what to do with the new fact:
   a second pet, another allergy, a new hobby) and facts about other people.
 Different years or dates usually mean different events: ADD.
 For NOOP, UPDATE and INVALIDATE, "target" is the number of that existing memory; for ADD it is null.
-Answer with a JSON object: {"action": "ADD", "target": null, "reason": "one short sentence", "content": null}
-("content" may hold a better wording of the fact to store, or null)."""
+Answer with a JSON object: "action", "target", a short "reason" in your own words, and
+"content" (a better wording of the new fact to store, or null)."""
 
 
 class ExistingFact(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -46,6 +46,18 @@ class WorkingUpdate(BaseModel):
         return self
 
 
+class TextUpdate(WorkingUpdate):
+    """Template and text formats: the content is the complete new text."""
+
+    content: str | None = Field(None, description="the complete new text, every template section kept")
+
+
+class FieldsUpdate(WorkingUpdate):
+    """Schema format: the content holds only the fields that change."""
+
+    content: dict[str, Any] | None = Field(None, description="only the fields that change, lists in full")
+
+
 def _render(inp: WorkingInput) -> str:
     current = json.dumps(inp.current, ensure_ascii=False) if isinstance(inp.current, dict) else (
         inp.current.strip() or "(empty)")
@@ -68,6 +80,11 @@ messages hold nothing for the working memory), "content" (template or text forma
 complete new text, every template section kept; schema format: only the fields that change,
 lists in full) and a short "reason".""",
     input=WorkingInput, output=WorkingUpdate, max_tokens=500, render=_render)
+# One shape per format, so the JSON schema sent to a server pins what "content" is (a text store
+# got a dict from a small model while the schema allowed both).
+_BY_FORMAT = {"schema": replace(UPDATE_WORKING_MEMORY, output=FieldsUpdate),
+              "template": replace(UPDATE_WORKING_MEMORY, output=TextUpdate),
+              "text": replace(UPDATE_WORKING_MEMORY, output=TextUpdate)}
 
 
 @dataclass
@@ -97,7 +114,7 @@ def observe(wm, message, llm, user_id: str, thread_id: str | None = None, retrie
     error = None
     for _ in range(retries + 1):
         try:
-            out = run_task(llm, UPDATE_WORKING_MEMORY, inp)
+            out = run_task(llm, _BY_FORMAT[wm.format], inp)
         except TaskFailed as exc:
             log.warning("working memory left unchanged: %s", exc)
             return Observation(False, wm.get(user_id, thread_id), str(exc))
