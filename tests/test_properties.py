@@ -167,6 +167,6 @@ def _example_input(task: Task):
     for name in schema.get("required", []):
         prop = schema["properties"][name]
         kind = prop.get("type")
-        data[name] = {"string": "hello", "array": [], "integer": 0, "number": 0.0, "boolean": False,
-                      "object": {}}.get(kind, "hello")
+        data[name] = prop["enum"][0] if prop.get("enum") else {
+            "string": "hello", "array": [], "integer": 0, "number": 0.0, "boolean": False, "object": {}}.get(kind, "hello")
     return task.input.model_validate(data)
