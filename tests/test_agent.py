@@ -16,6 +16,7 @@ from memorykit.course.agent_eval import answered, compare_modes, load_script
 from memorykit.errors import LLMError, ValidationError
 from memorykit.llm import OpenAIChat, TaskFailed, get_llm
 from memorykit.memory.short_term import ChatHistory
+from scripted import ScriptedModel
 
 
 @pytest.fixture
@@ -29,6 +30,11 @@ def roles(agent, user, thread):
     return [m.role for m in agent.history(user, thread).messages()]
 
 
+def scripted(*script):
+    """Replies (or raises) from a script, then answers as the offline model."""
+    return ScriptedModel(*script, then=get_llm("offline"))
+
+
 class Recording:
     """Wraps a model and keeps every prompt it was sent (a chat server: no typed tasks)."""
 
@@ -38,25 +44,6 @@ class Recording:
     def chat(self, messages, tools=None, **kwargs):
         self.prompts.append(list(messages))
         return self.inner.chat(messages, tools=tools)
-
-
-class Scripted:
-    """A fake chat server: replies (or raises) from a script, then falls back to the offline model."""
-
-    label = "scripted"
-
-    def __init__(self, *script):
-        self.script, self.calls = list(script), 0
-        self.offline = get_llm("offline")
-
-    def chat(self, messages, tools=None, **kwargs):
-        self.calls += 1
-        if self.script:
-            item = self.script.pop(0)
-            if isinstance(item, Exception):
-                raise item
-            return item
-        return self.offline.chat(messages, tools=tools)
 
 
 class Junk:
@@ -228,7 +215,7 @@ def test_each_background_step_fails_on_its_own(agent, monkeypatch):
     mk.Message(role="user", content="I am the model"),     # garbage: wrong role
 ], ids=["llm-error", "timeout", "none", "dict", "empty", "wrong-role"])
 def test_model_fault_keeps_the_user_message_and_writes_nothing_else(r, emb, ns, fault):
-    a = mk.MemoryAgent(r, llm=Scripted(fault), embedder=emb, namespace=ns)
+    a = mk.MemoryAgent(r, llm=scripted(fault), embedder=emb, namespace=ns)
     turn = a.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
     a.flush()
     assert not turn.ok and turn.reply == "" and turn.error
@@ -327,7 +314,7 @@ def test_before_model_hook_redacts_the_prompt(r, ns):
 
 
 def test_after_model_retry_asks_once_more_then_keeps_the_answer(r, ns):
-    llm = Scripted(mk.Message(role="assistant", content="As an AI, I cannot know that."))
+    llm = scripted(mk.Message(role="assistant", content="As an AI, I cannot know that."))
 
     def no_disclaimers(reply):
         return Retry("do not start with 'As an AI'") if reply.content.startswith("As an AI") else None
@@ -337,7 +324,7 @@ def test_after_model_retry_asks_once_more_then_keeps_the_answer(r, ns):
     assert llm.calls == 2 and turn.retries == ["do not start with 'As an AI'"]
     assert turn.reply.startswith("(offline) Nice to meet you, Lena")
 
-    always = Scripted()
+    always = scripted()
     b = mk.MemoryAgent(r, llm=always, namespace=ns, memory="short_term",
                        after_model=[lambda reply: Retry("never good enough")])
     turn = b.chat("Hello", user_id="u1", thread_id="t2")
@@ -437,7 +424,7 @@ def test_a_junk_reply_from_a_task_backend_keeps_the_user_message(r, emb, ns, jun
 
 def test_usage_is_summed_over_the_turn(r, emb, llm, ns):
     reply = mk.Message(role="assistant", content="Hello!", usage={"prompt_tokens": 11, "completion_tokens": 7})
-    short = mk.MemoryAgent(r, llm=Scripted(reply), namespace=ns, memory="short_term")
+    short = mk.MemoryAgent(r, llm=scripted(reply), namespace=ns, memory="short_term")
     turn = short.chat("Hi there", user_id="u1", thread_id="t1")
     short.close()
     assert (turn.model_calls, turn.tokens_in, turn.tokens_out) == (1, 11, 7)

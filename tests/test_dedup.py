@@ -12,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 import memorykit as mk
 from conftest import drop_namespace
+from scripted import ScriptedModel
 from memorykit.config import data_path
 from memorykit.errors import LLMError, ValidationError
 from memorykit.llm.task import run_task, track_usage
@@ -24,21 +25,6 @@ YEAR = 365 * 86400
 @pytest.fixture
 def store(r, emb, ns):
     return mk.MemoryStore(r, embedder=emb, namespace=ns)
-
-
-class ScriptedLLM:
-    """A stand-in server that answers every request with fixed text (to test what we do with it)."""
-
-    label = "scripted"
-
-    def __init__(self, content):
-        self.content, self.calls = content, 0
-
-    def chat(self, messages, **kwargs):
-        self.calls += 1
-        if isinstance(self.content, Exception):
-            raise self.content
-        return mk.Message(role="assistant", content=self.content)
 
 
 # ------------------------------------------------------------------ exact tier
@@ -166,7 +152,7 @@ def test_decide_task_shows_small_numbers_and_no_marker(llm):
     ('{"action": "ADD", "target": 3, "reason": "another fact"}', ("ADD", None)),
 ])
 def test_decide_accepts_usable_answers(text, expected):
-    out = dedup.decide("User moved to Berlin.", ["User lives in Lisbon.", "User likes jazz."], ScriptedLLM(text))
+    out = dedup.decide("User moved to Berlin.", ["User lives in Lisbon.", "User likes jazz."], ScriptedModel(then=text))
     assert (out.action, out.target) == expected
 
 
@@ -177,7 +163,7 @@ def test_decide_accepts_usable_answers(text, expected):
 ])
 def test_unusable_decider_answer_adds_the_fact_and_warns(store, answer, calls, caplog):
     store.add("User lives in Lisbon.", user_id="u1")
-    fake = ScriptedLLM(answer)
+    fake = ScriptedModel(then=answer)
     with caplog.at_level(logging.WARNING, logger="memorykit.memory.dedup"):
         d = store.remember("User moved to Berlin.", user_id="u1", llm=fake)
     assert fake.calls == calls and d.action == "ADD" and d.reason.startswith("decider failed")
@@ -192,7 +178,7 @@ def test_unusable_decider_answer_adds_the_fact_and_warns(store, answer, calls, c
 def test_update_may_store_the_models_wording_but_never_a_placeholder(store, content, stored):
     old = store.add("User lives in Lisbon.", user_id="u1")
     answer = json.dumps({"action": "UPDATE", "target": 0, "reason": "moved", "content": content})
-    d = store.remember("User moved to Berlin.", user_id="u1", llm=ScriptedLLM(answer))
+    d = store.remember("User moved to Berlin.", user_id="u1", llm=ScriptedModel(then=answer))
     assert d.action == "UPDATE" and d.target.id == old.id
     assert [m.content for m in store.list("u1", ["episodic"])] == [stored]
     assert store.search("Berlin", user_id="u1", k=1)[0].memory.content == stored
@@ -209,7 +195,7 @@ def test_garbage_model_output_never_raises_from_remember(r, emb, answer):
     store = mk.MemoryStore(r, embedder=emb, namespace=ns)
     try:
         store.add("User lives in Lisbon.", user_id="u1")
-        d = store.remember("User moved to Berlin.", user_id="u1", llm=ScriptedLLM(answer))
+        d = store.remember("User moved to Berlin.", user_id="u1", llm=ScriptedModel(then=answer))
         assert d.action in dedup.ACTIONS
         current = [m.content for m in store.list("u1", ["episodic"])]
         assert "User moved to Berlin." in current or d.action == "NOOP"
@@ -222,7 +208,7 @@ def test_garbage_model_output_never_raises_from_remember(r, emb, answer):
                                    RuntimeError("a backend bug")])
 def test_a_backend_that_raises_never_breaks_remember(store, error):
     store.add("User lives in Lisbon.", user_id="u1")
-    d = store.remember("User moved to Berlin.", user_id="u1", llm=ScriptedLLM(error))
+    d = store.remember("User moved to Berlin.", user_id="u1", llm=ScriptedModel(then=error))
     assert d.action == "ADD" and d.reason.startswith("decider failed") and d.model_calls == 1
     assert store.count("u1", ["episodic"]) == 2
 

@@ -5,7 +5,6 @@ import sys
 import numpy as np
 import pytest
 
-import memorykit as mk
 from memorykit.embeddings import model_path
 from memorykit.errors import ModelNotFoundError, ValidationError
 

@@ -60,6 +60,7 @@ def test_budget_keeps_the_most_recent_per_user(store):
     used = add(store, "Ana fact used yesterday", created_days=200, used_days=1, now=now)
     plan = fg.plan(store, fg.ForgettingPolicy(budget=3), now=now)
     assert {f.id for f in plan} == {ana[2].id, ana[3].id, ana[4].id}  # "used" outranks newer ones
+    assert used.id not in {f.id for f in plan}
     assert all(f.user_id == "ana" and "over budget" in f.reason for f in plan)
     assert fg.plan(store, fg.ForgettingPolicy(budget=3), user_id="bo", now=now) == []
     assert {f.id for f in fg.plan(store, fg.ForgettingPolicy(budget=1), user_id="bo", now=now)} == {bo[1].id}

@@ -1,5 +1,4 @@
 """MemoryStore against the real Redis and the real model: scoping, thresholds, updates, forgetting."""
-import json
 import time
 import uuid
 

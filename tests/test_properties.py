@@ -16,6 +16,7 @@ import memorykit as mk
 from memorykit.errors import MemoryKitError, ValidationError
 from memorykit.llm.task import Task, TaskFailed, run_task
 from memorykit.messages import Message
+from scripted import ScriptedModel
 
 TAGGY = st.sampled_from(list("{}|*,-@.:;'\"\\/[]()$^?!#%&+=~` ")) | st.characters()
 IDS = st.one_of(
@@ -124,18 +125,6 @@ def all_tasks() -> list[Task]:
     return list(found.values())
 
 
-class GarbageModel:
-    """A backend that answers whatever hypothesis gives it."""
-
-    label = "garbage"
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def chat(self, messages, *, tools=None, tool_choice=None, response_format=None, max_tokens=None):
-        return Message(role="assistant", content=self.text)
-
-
 def test_every_task_is_found():
     names = {t.name for t in all_tasks()}
     assert {"extract_memories", "decide_memory", "summarize", "reply"} <= names, names
@@ -152,7 +141,7 @@ def test_garbage_output_is_a_taskfailed_never_a_crash(task, text):
     except Exception:
         pytest.skip(f"no example input for {task.name}")
     try:
-        result = run_task(GarbageModel(text), task, example)
+        result = run_task(ScriptedModel(then=text, label="garbage"), task, example)
     except TaskFailed:
         return
     # valid output is possible by chance ("[]" for a list task); it must then be of the right type

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 import memorykit as mk
 from memorykit.memory.index import forget_user
-from memorykit.memory.recall import IndexedHistory, RecalledMessage, merge_recalled, recall_block, STRATEGIES
+from memorykit.memory.recall import IndexedHistory, RecalledMessage, merge_recalled, recall_block
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "working"
 DAY = 86400.0

@@ -5,7 +5,6 @@ import subprocess
 import time
 
 import pytest
-import redis
 
 import memorykit as mk
 from memorykit import process, server

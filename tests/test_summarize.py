@@ -11,6 +11,7 @@ from memorykit.memory import summarize as S
 from memorykit.memory.short_term import CORRUPT, SUMMARY_HEADER
 from memorykit.offline import summarize as offline_summarize
 from tests.test_short_term import RecordingRecall, call, fix_ok, indexed
+from scripted import ScriptedModel
 
 
 def U(text):
@@ -33,19 +34,6 @@ class SlowLLM:
         self.calls += 1
         time.sleep(self.delay)
         return self.inner.perform(task, inp, tools=tools)
-
-
-class Scripted:
-    """A 'server' that answers every chat call with the given text (for garbage and made-up output)."""
-
-    label = "scripted"
-
-    def __init__(self, text):
-        self.text, self.calls = text, 0
-
-    def chat(self, messages, **kwargs):
-        self.calls += 1
-        return A(self.text)
 
 
 def filled(r, ns, n_turns, system=True, h=None):
@@ -159,7 +147,7 @@ def test_summary_and_thread_share_the_ttl(r, ns, llm):
 def test_garbage_from_the_model_is_a_failed_task_and_changes_nothing(r, ns, garbage):
     h = filled(r, ns, 8)
     before = [m.id for m in h.messages()]
-    model = Scripted(garbage)
+    model = ScriptedModel(then=garbage)
     assert not mk.summarize_if_needed(h, model)
     assert model.calls == 2, "one repair round, then the task fails"
     assert [m.id for m in h.messages()] == before and h.summary() is None
@@ -170,12 +158,12 @@ def test_made_up_facts_are_dropped_by_the_trace_check(r, ns, emb):
     h = filled(r, ns, 8)
     made_up = {"facts": ["User walked 1002 steps on turn 2.", "User's daughter Zoe lives in Lima.",
                          "User walked 9999 steps."]}
-    assert mk.summarize_if_needed(h, Scripted(json.dumps(made_up)), embedder=emb)
+    assert mk.summarize_if_needed(h, ScriptedModel(then=json.dumps(made_up)), embedder=emb)
     info = h.summary_info()
     assert info["facts"] == ["User walked 1002 steps on turn 2."] and info["dropped"] == 2
     only_made_up = {"facts": ["User's daughter Zoe lives in Lima."]}
     h2 = filled(r, ns, 8, h=mk.ChatHistory(r, "u", "t2", namespace=ns))
-    assert not mk.summarize_if_needed(h2, Scripted(json.dumps(only_made_up)), embedder=emb)
+    assert not mk.summarize_if_needed(h2, ScriptedModel(then=json.dumps(only_made_up)), embedder=emb)
     assert h2.summary() is None
 
 

@@ -1,6 +1,7 @@
 """WorkingMemory: formats, validation and size limit on every write path, scopes, history, tools, observe;
 the offline update_working_memory method and its score on held-out dialogs."""
 import json
+from scripted import ScriptedModel
 import re
 import threading
 from pathlib import Path
@@ -12,7 +13,7 @@ import memorykit as mk
 from memorykit.errors import SchemaMismatchError
 from memorykit.course.working_eval import load_dialogs, score_profiles
 from memorykit.memory.working_tools import UPDATE_WORKING_MEMORY, WorkingUpdate
-from memorykit.offline.working_read import Fact, read, replaces
+from memorykit.offline.working_read import read, replaces
 
 DIALOGS = load_dialogs("dialogs.jsonl")
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,22 +36,6 @@ STRICT = {  # a JSON-schema dict: timezone must be an IANA name, age an integer 
     },
     "additionalProperties": False,
 }
-
-
-class ScriptedModel:
-    """Stands in for a real model that writes the given replies in turn (to test bad model output)."""
-
-    label = "scripted"
-
-    def __init__(self, *replies):
-        self.replies = list(replies)
-        self.calls = 0
-        self.requests = []
-
-    def chat(self, messages, tools=None, tool_choice=None, response_format=None, max_tokens=None):
-        self.calls += 1
-        self.requests.append({"messages": messages, "response_format": response_format, "max_tokens": max_tokens})
-        return mk.Message(role="assistant", content=self.replies.pop(0))
 
 
 @pytest.fixture

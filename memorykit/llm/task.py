@@ -21,7 +21,7 @@ import re
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Generic, Iterator, Protocol, Sequence, TypeVar
 
 from pydantic import AfterValidator, BaseModel, StringConstraints, ValidationError

@@ -136,19 +136,23 @@ def _main_zone(zones) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def zone_names() -> dict[str, str]:
-    """Folded timezone name -> IANA zone: CLDR long names ("pacific time", "india standard time")."""
+def _metazones() -> list[tuple[str, dict]]:
+    """(main IANA zone, CLDR English names) of each metazone, e.g. ("America/Los_Angeles", Pacific's names)."""
     from babel import Locale
     from babel.core import get_global
 
     members: dict[str, list[str]] = defaultdict(list)
     for zone, meta in get_global("meta_zones").items():
         members[meta].append(zone)
+    return [(_main_zone(members[meta]), names) for meta, names in Locale("en").meta_zones.items()
+            if meta in members]
+
+
+@functools.lru_cache(maxsize=1)
+def zone_names() -> dict[str, str]:
+    """Folded timezone name -> IANA zone: CLDR long names ("pacific time", "india standard time")."""
     out: dict[str, str] = {}
-    for meta, names in Locale("en").meta_zones.items():
-        if meta not in members:
-            continue
-        zone = _main_zone(members[meta])
+    for zone, names in _metazones():
         for variant in ("generic", "standard", "daylight"):
             long_name = (names.get("long") or {}).get(variant)
             if not long_name:
@@ -162,18 +166,12 @@ def zone_names() -> dict[str, str]:
 @functools.lru_cache(maxsize=1)
 def abbreviations() -> dict[str, str]:
     """Abbreviation -> IANA zone: CLDR's English short names first, then tzdata's own (by population)."""
-    from babel import Locale
-    from babel.core import get_global
-
-    members: dict[str, list[str]] = defaultdict(list)
-    for zone, meta in get_global("meta_zones").items():
-        members[meta].append(zone)
     out: dict[str, str] = {}
-    for meta, names in Locale("en").meta_zones.items():
+    for zone, names in _metazones():
         for variant in ("standard", "daylight"):
             short = (names.get("short") or {}).get(variant)
-            if short and short.isalpha() and len(short) >= 3 and meta in members:
-                out.setdefault(short, _main_zone(members[meta]))
+            if short and short.isalpha() and len(short) >= 3:
+                out.setdefault(short, zone)
     seen: dict[str, list[str]] = defaultdict(list)
     year = datetime.now().year
     for zone in zoneinfo.available_timezones():

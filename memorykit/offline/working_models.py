@@ -235,7 +235,7 @@ def pair_features(kind: str, span: str, clause: str, old_kind: str, old_obj: str
     a, b = content(span), content(old_obj)
     f = {"bias": 1.0, "cos": cos, "cos2": cos * cos, "jac": len(a & b) / max(1, len(a | b)),
          "prefix": _prefix_overlap(a, b), "best": float(best), "margin": margin,
-         f"best_{coarse(kind)}": float(best), f"drop_best": float(best and kind == "drop"),
+         f"best_{coarse(kind)}": float(best), "drop_best": float(best and kind == "drop"),
          "head": float(bool(a and b) and sorted(a)[-1:] == sorted(b)[-1:]),
          f"pair={kind}>{old_kind}": 1.0, f"coarse={coarse(kind)}>{coarse(old_kind)}": 1.0,
          "flip": float({kind, old_kind} == {"like", "dislike"})}
