@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from .config import settings
 from .errors import ModelNotFoundError, ValidationError
+from .keys import EMBEDDINGS_CACHE
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 PROGRESS_MIN_ITEMS = 256
@@ -120,6 +121,6 @@ def get_embedder(redis_client: redis.Redis | None = None, *, cache: bool = True,
 
         client = redis_client if redis_client is not None else connect()
         vectorizer = base.model_copy(update={"cache": EmbeddingsCache(
-            name="memorykit:embcache", ttl=cache_ttl, redis_client=client)})
+            name=EMBEDDINGS_CACHE, ttl=cache_ttl, redis_client=client)})
     name = MODEL_NAME if kind == "local" else settings().openai_embedding_model
     return Embedder(vectorizer, name=name)

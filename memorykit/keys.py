@@ -15,6 +15,9 @@ MAX_ID_LENGTH = 256
 # Key structures that embed a user id right after their name: ns:<structure>:<user>[:...]
 USER_KEY_STRUCTURES = ("thread", "user", "feedback", "msgvec", "memhash",
                        "working:user", "working:conversation")
+# Shared by every namespace (a text's vector does not depend on who wrote it). "f64": vectors computed
+# in float64 and rounded to float32 (embeddings.py); what the float32 model cached is not reused.
+EMBEDDINGS_CACHE = "memorykit:embcache:f64"
 _NAMESPACE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
 
 
