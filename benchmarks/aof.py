@@ -13,7 +13,8 @@ import os
 import tempfile
 import time
 
-from memorykit import server
+from memorykit import server as client
+from memorykit.course import redis_server as server
 from memorykit.memory.short_term import ChatHistory
 from memorykit.messages import Message
 
@@ -24,7 +25,7 @@ def appends_per_second(fsync: str, n: int) -> float:
         os.environ["MEMORYKIT_REDIS_APPENDFSYNC"] = fsync
         os.environ.pop("REDIS_URL", None)
         try:
-            r = server.connect()
+            r = client.connect()
             assert r.config_get("appendfsync")["appendfsync"] == fsync
             history = ChatHistory(r, "bench", "t", namespace="aof")
             messages = [Message(role="user", content=f"message {i} " + "x" * 200) for i in range(n)]

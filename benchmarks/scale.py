@@ -66,7 +66,7 @@ def sentences(n: int) -> list[str]:
 @contextlib.contextmanager
 def private_server():
     """A throw-away redis-server with search + JSON on a free loopback port."""
-    from memorykit.server import binaries
+    from memorykit.course.redis_server import binaries
 
     server, modules = binaries()
     tmp = Path(tempfile.mkdtemp(prefix="mk-scale-"))

@@ -67,6 +67,12 @@ def imports_of(name: str, path: Path, top_level_only: bool = False) -> set[str]:
     return found
 
 
+# The course's background servers, each reached from one entry point of the library (lazily):
+# connect() falls back to the embedded Redis, get_llm("local") starts the local model.
+LAUNCHERS = {"memorykit.course.redis_server": "memorykit.server",
+             "memorykit.course.local_model": "memorykit.llm.factory"}
+
+
 def test_layers_import_downward_only():
     bad = []
     for name, path in modules().items():
@@ -76,6 +82,10 @@ def test_layers_import_downward_only():
             if target == "memorykit" or layer(target) == "offline":
                 if layer(target) == "offline" and name != "memorykit.llm.factory":
                     bad.append(f"{name} -> {target} (only llm.factory may import offline)")
+                continue
+            if target in LAUNCHERS:
+                if LAUNCHERS[target] != name:
+                    bad.append(f"{name} -> {target} (only {LAUNCHERS[target]} may start it)")
                 continue
             if LAYERS[layer(target)] > LAYERS[layer(name)]:
                 bad.append(f"{name} -> {target}")

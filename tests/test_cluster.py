@@ -22,7 +22,7 @@ import redis
 from redis.cluster import RedisCluster
 
 import memorykit as mk
-from memorykit.server import binaries
+from memorykit.course.redis_server import binaries
 
 pytestmark = pytest.mark.cluster
 SLOTS = 16384

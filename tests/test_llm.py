@@ -16,7 +16,7 @@ from pydantic import BaseModel
 import memorykit as mk
 from memorykit.errors import LLMError
 from memorykit.llm import OpenAIChat, Task, TaskFailed, Text, parse_json, run_task, track_usage
-from memorykit.llm import local as local_llm
+from memorykit.course import local_model as local_llm
 
 
 class FakeOpenAI:

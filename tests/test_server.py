@@ -7,7 +7,7 @@ import time
 import pytest
 
 import memorykit as mk
-from memorykit import process, server
+from memorykit.course import process, redis_server as server
 from memorykit.errors import ModuleMissingError, ServerError
 
 

@@ -25,7 +25,7 @@ def get_llm(kind: str | None = None) -> ChatModel:
 
         return OpenAIChat()
     if kind == "local":
-        from .local import local_chat
+        from ..course.local_model import local_chat
 
         return local_chat()
     raise LLMError(f"MEMORYKIT_LLM must be one of {KINDS}, got {kind!r}")

@@ -20,7 +20,7 @@ import pytest
 import redis
 
 import memorykit as mk
-from memorykit import process, server
+from memorykit.course import process, redis_server as server
 from memorykit.errors import ModuleMissingError
 
 pytestmark = pytest.mark.faults

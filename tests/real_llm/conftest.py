@@ -11,7 +11,7 @@ import os
 import pytest
 
 from .llm_samples import library_tasks
-from memorykit.llm import local as local_llm
+from memorykit.course import local_model as local_llm
 
 
 @pytest.fixture(scope="session")

