@@ -67,6 +67,18 @@ def test_same_type_and_tool_set_updates_instead_of_duplicating(r, emb, ns):
     assert procs.count() == 2
 
 
+def test_each_phrasing_keeps_its_own_calls_and_the_nearest_one_is_suggested(r, emb, ns):
+    procs = mk.ProcedureStore(r, emb, namespace=ns)
+    this = [{"name": "get_sleep_analysis", "arguments": {"period": "this_week"}}]
+    last = [{"name": "get_sleep_analysis", "arguments": {"period": "last_month"}}]
+    procs.store("How did I sleep this week?", ["get_sleep_analysis"], 1.0, 10, query_type="lookup", calls=this)
+    procs.store("What was my sleep like last month?", ["get_sleep_analysis"], 1.0, 10, query_type="lookup",
+                calls=last)
+    assert procs.count() == 1
+    assert procs.suggest("how well did I sleep this week", k=1)[0].calls == this
+    assert procs.suggest("my sleep over last month", k=1)[0].calls == last
+
+
 def test_suggestion_threshold(r, emb, ns):
     procs = mk.ProcedureStore(r, emb, namespace=ns)
     procs.store("How did I sleep last week?", ["get_sleep_analysis"], 0.95, 50)

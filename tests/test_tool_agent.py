@@ -37,6 +37,43 @@ def test_warm_run_follows_the_suggestion_in_fewer_steps(r, llm, procs):
     assert procs.count() == 1 and procs.list()[0].uses == 2
 
 
+def test_a_close_past_question_is_replayed_and_answered_in_one_round_trip(r, llm, procs):
+    agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), procedures=procs)
+    agent.run("How did I sleep this week?", user_id=USER)
+    run = agent.run("How was my sleep this week?", user_id=USER)
+    assert run.suggestion.similarity >= agent.replay_similarity and run.replayed == 1
+    assert run.steps == 1 and run.tools_used == ["get_sleep_analysis"]
+    assert json.loads(run.tool_results[0]["arguments"]) == {"period": "this_week"}
+    assert "this week" in run.reply.lower() and run.evaluation.success
+    assert [m.role for m in run.messages] == ["system", "user", "assistant", "tool", "assistant"]
+
+
+def test_a_replay_with_other_arguments_is_set_aside(r, llm, procs):
+    agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), procedures=procs)
+    agent.run("How did I sleep this week?", user_id=USER)
+    run = agent.run("How did I sleep last week?", user_id=USER)
+    assert run.replayed == 1 and run.steps == 2          # the replay, checked, then the model's own call
+    assert [json.loads(t["arguments"]) for t in run.tool_results] == [{"period": "last_week"}]
+    assert sum(1 for m in run.messages if m.role == "tool") == 1 and "last week" in run.reply.lower()
+    stored = procs.suggest("How did I sleep last week?", k=1)[0]
+    assert stored.calls == [{"name": "get_sleep_analysis", "arguments": {"period": "last_week"}}]
+
+
+def test_tools_that_write_are_never_replayed(r, llm, procs):
+    tools = [mk.Tool(t.name, t.description, t.parameters, t.fn) for t in mk.wellness_tools(USER)]  # read_only=False
+    agent = mk.ToolAgent(r, llm=llm, tools=tools, procedures=procs)
+    agent.run("How did I sleep this week?", user_id=USER)
+    run = agent.run("How was my sleep this week?", user_id=USER)
+    assert run.suggestion is not None and run.replayed == 0 and run.steps == 2
+
+
+def test_replay_can_be_switched_off(r, llm, procs):
+    agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), procedures=procs, replay_similarity=None)
+    agent.run("How did I sleep this week?", user_id=USER)
+    run = agent.run("How was my sleep this week?", user_id=USER)
+    assert run.suggestion is not None and run.replayed == 0 and run.steps == 2
+
+
 def test_a_suggestion_below_the_threshold_is_not_followed(r, llm, procs):
     procs.store("How did I sleep last week?", ["get_sleep_analysis", "get_my_goals"], 1.0, 10)
     agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), procedures=procs, min_similarity=0.99,
@@ -148,8 +185,9 @@ def test_bad_input_is_rejected(r, llm):
 
 # ---------------------------------------------------------------- held-out: tool sets, cold and warm
 # Measured on data/routes/tools_heldout.jsonl (60 questions, never tuned on), learning from the
-# notebook's questions and the router's train split: cold 0.917, warm 0.917, warm/cold steps 0.88
-# (0.76 on the questions that need several tools). Floors: those minus a margin.
+# notebook's questions and the router's train split: cold 0.917, warm 0.917, warm/cold steps 0.74
+# with replay (0.88 without; 0.57 on the questions that need several tools). Floors: those minus a
+# margin; the steps floor is the course's goal (warm at most 0.8x cold).
 @pytest.fixture(scope="module")
 def heldout_cold_warm(r, emb):
     from memorykit.course.procedural_eval import cold_warm, heldout, learning_questions
@@ -164,5 +202,5 @@ def test_cold_tool_sets_on_heldout_questions(heldout_cold_warm):
 def test_warm_is_as_accurate_and_takes_fewer_steps(heldout_cold_warm):
     cw = heldout_cold_warm
     assert cw.warm_accuracy >= cw.cold_accuracy, cw.summary()
-    assert cw.steps_ratio <= 0.92 and cw.multi_tool_steps_ratio() <= 0.8, cw.summary()
+    assert cw.steps_ratio <= 0.8 and cw.multi_tool_steps_ratio() <= 0.7, cw.summary()
     assert all(row["steps_warm"] <= row["steps_cold"] for row in cw.rows), cw.summary()

@@ -30,8 +30,12 @@ class LoopResult:
 
 
 def run_tool_loop(llm: ChatModel, task: Task, inp, tools: Sequence[Tool] = (), *,
-                  max_steps: int = MAX_TOOL_STEPS) -> LoopResult:
-    """Run a reply-style task (``output=None``) with tools until the model answers in text."""
+                  max_steps: int = MAX_TOOL_STEPS, provisional: int = 0) -> LoopResult:
+    """Run a reply-style task (``output=None``) with tools until the model answers in text.
+
+    The first ``provisional`` messages of ``inp.steps`` (a replayed workflow) stand if the model
+    answers from them and are set aside as soon as it calls tools instead.
+    """
     result = LoopResult(reply=Message(role="assistant", content=""), steps=list(getattr(inp, "steps", [])))
     offered = schemas(tools) or None
     for _ in range(max_steps + 1):
@@ -41,6 +45,7 @@ def run_tool_loop(llm: ChatModel, task: Task, inp, tools: Sequence[Tool] = (), *
             return result
         if not tools:
             raise TaskFailed(task.name, "the model asked for a tool, but none is offered")
+        result.steps, provisional = result.steps[provisional:], 0
         result.steps.append(reply)
         for call in reply.tool_calls:
             output = call_tool(tools, call)

@@ -116,7 +116,9 @@ class ColdWarm:
         return (f"tool-set accuracy cold {self.cold_accuracy:.3f}, warm {self.warm_accuracy:.3f}; steps cold "
                 f"{self._mean('steps_cold'):.2f}, warm {self._mean('steps_warm'):.2f} (warm/cold "
                 f"{self.steps_ratio:.2f}; multi-tool questions {self.multi_tool_steps_ratio():.2f}); "
-                f"suggestions followed {sum(r['suggested'] for r in self.rows)}/{len(self.rows)}; "
+                f"suggestions followed {sum(r['suggested'] for r in self.rows)}/{len(self.rows)}, "
+                f"replayed {sum(r['replayed'] for r in self.rows)} (answered in one round trip "
+                f"{sum(r['replayed'] and r['steps_warm'] == 1 for r in self.rows)}); "
                 f"{self.learned} patterns learned")
 
 
@@ -155,6 +157,7 @@ def cold_warm(redis_client, embedder, llm, learn: Sequence[str], queries: Sequen
                          "cold": sorted(set(c.tools_used)), "warm": sorted(set(w.tools_used)),
                          "ok_cold": sorted(set(c.tools_used)) == want, "ok_warm": sorted(set(w.tools_used)) == want,
                          "steps_cold": c.steps, "steps_warm": w.steps, "suggested": w.suggestion is not None,
+                         "replayed": w.replayed > 0,
                          "ms_cold": c.execution_time_ms, "ms_warm": w.execution_time_ms})
         return ColdWarm(rows, procs.count())
     finally:

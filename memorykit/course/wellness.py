@@ -266,7 +266,7 @@ def _period_props(compare: bool = True) -> dict[str, Any]:
 
 
 def wellness_tools(user_id: str, store=None, procedures=None, data: WellnessData | None = None) -> list[Tool]:
-    """The five wellness tools for one user, with OpenAI tool schemas.
+    """The five wellness tools for one user, with OpenAI tool schemas (all read-only: replayable).
 
     ``store`` (a MemoryStore) backs ``get_my_goals``; ``procedures`` (a ProcedureStore)
     backs ``get_tool_suggestions``. Without them those tools answer with a clear error.
@@ -281,13 +281,13 @@ def wellness_tools(user_id: str, store=None, procedures=None, data: WellnessData
              {"type": "object", "properties": {
                  "metrics": {"type": "array", "items": {"type": "string", "enum": list(METRICS)},
                              "description": "which metrics (default: all)"}, **_period_props()}},
-             functools.partial(health_metrics, data, user_id)),
+             functools.partial(health_metrics, data, user_id), read_only=True),
         Tool("get_sleep_analysis",
              "Sleep analysis: nightly sleep duration in hours, sleep quality score, bedtime, rest; "
              "averages, longest and shortest nights, nights under 7 hours, optionally compared with "
              "another period.",
              {"type": "object", "properties": _period_props()},
-             functools.partial(sleep_analysis, data, user_id)),
+             functools.partial(sleep_analysis, data, user_id), read_only=True),
         Tool("get_workout_data",
              "Workouts and exercise sessions (training, gym, runs, rides, swims, yoga, physical activity): "
              "number of sessions, minutes, calories, by workout type and muscle group, optionally "
@@ -296,14 +296,14 @@ def wellness_tools(user_id: str, store=None, procedures=None, data: WellnessData
                  "workout_type": {"type": "string", "enum": list(WORKOUT_TYPES), "description": "only this kind"},
                  "muscle_group": {"type": "string", "enum": list(MUSCLE_GROUPS), "description": "only this group"},
                  **_period_props()}},
-             functools.partial(workout_data, data, user_id)),
+             functools.partial(workout_data, data, user_id), read_only=True),
         Tool("get_my_goals",
              "The user's personal health and fitness goals and targets, from their long-term memories.",
              {"type": "object", "properties": {"topic": {"type": "string", "description": "optional focus"}}},
-             functools.partial(my_goals, store, user_id)),
+             functools.partial(my_goals, store, user_id), read_only=True),
         Tool("get_tool_suggestions",
              "Procedural memory: which tools worked for similar past questions (successful tool-use patterns).",
              {"type": "object", "properties": {"query": {"type": "string", "description": "the question"}},
               "required": ["query"]},
-             functools.partial(tool_suggestions, procedures, user_id)),
+             functools.partial(tool_suggestions, procedures, user_id), read_only=True),
     ]

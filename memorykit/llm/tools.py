@@ -17,10 +17,14 @@ class ToolError(Exception):
 
 @dataclass
 class Tool:
+    """``read_only``: the tool only reads, so an agent may run it again without asking the model
+    (replaying a stored workflow); a tool that writes or sends is never replayed."""
+
     name: str
     description: str
     parameters: dict[str, Any]
     fn: Callable[..., Any] = field(repr=False)
+    read_only: bool = False
 
     @property
     def schema(self) -> dict[str, Any]:

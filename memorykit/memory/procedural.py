@@ -5,7 +5,8 @@ vs last" -> get_health_metrics + get_workout_data) as JSON documents in a RedisV
 A run is scored with :func:`evaluate_workflow`; only runs scoring >= 0.7 are kept, and the
 same query type with the same tool set updates one document (counts, running averages, a
 few example phrasings, each with its own vector) instead of piling up duplicates.
-:meth:`ProcedureStore.suggest` finds the pattern of the most similar past question.
+:meth:`ProcedureStore.suggest` finds the pattern of the most similar past question, with the
+tool calls (names and arguments) that question made, so an agent can replay them.
 The query type comes from a RedisVL ``SemanticRouter`` over example questions
 (``data/routes/query_types.jsonl``), not from cue words.
 Feedback examples, the other kind of procedural memory, live in :mod:`.feedback`.
@@ -19,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
+import numpy as np
 import redis
 from redisvl.query import FilterQuery, VectorQuery
 
@@ -108,6 +110,7 @@ class Procedure:
     uses: int = 1
     user_id: str = SYSTEM_USER
     examples: list[str] = field(default_factory=list)
+    calls: list[list[dict[str, Any]]] = field(default_factory=list)   # per example: its tool calls
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
 
@@ -118,8 +121,11 @@ class Procedure:
 
 @dataclass
 class ProcedureHit:
+    """A pattern found for a question, and the calls of its nearest stored example."""
+
     procedure: Procedure
     distance: float
+    calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def similarity(self) -> float:
@@ -128,6 +134,15 @@ class ProcedureHit:
     def __repr__(self) -> str:
         return (f"ProcedureHit({self.similarity:.2f}, {self.procedure.query_type}: "
                 f"{' + '.join(self.procedure.tools_used)})")
+
+
+def _nearest_calls(doc: dict[str, Any], vector: Sequence[float]) -> list[dict[str, Any]]:
+    """The tool calls of the stored example phrasing closest to ``vector`` (cosine)."""
+    calls, vectors = doc.get("calls") or [], np.asarray(doc.get("embeddings") or [], dtype=np.float32)
+    if not calls or len(vectors) != len(calls):
+        return []
+    norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(vector) or 1.0)
+    return list(calls[int(np.argmax(vectors @ np.asarray(vector, dtype=np.float32) / np.maximum(norms, 1e-12)))])
 
 
 def procedure_schema(namespace: str, dims: int) -> dict[str, Any]:
@@ -181,11 +196,16 @@ class ProcedureStore:
 
     def store(self, query: str, tools_used: Sequence[str], success_score: float, execution_time_ms: float,
               query_type: str | None = None, user_id: str | None = None,
-              vector: Sequence[float] | None = None) -> Procedure | None:
-        """Keep a pattern when ``success_score >= 0.7``; returns it, or None when it was not kept."""
+              vector: Sequence[float] | None = None,
+              calls: Sequence[dict[str, Any]] = ()) -> Procedure | None:
+        """Keep a pattern when ``success_score >= 0.7``; returns it, or None when it was not kept.
+
+        ``calls`` are the run's tool calls (``{"name", "arguments"}``), kept with this phrasing.
+        """
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("a procedure needs the query that led to it")
         tools = list(dict.fromkeys(t for t in tools_used if t))
+        calls = [{"name": str(c["name"]), "arguments": dict(c.get("arguments") or {})} for c in calls]
         if not tools:
             raise ValidationError("a procedure needs at least one tool name")
         if not 0.0 <= float(success_score) <= 1.0:
@@ -213,11 +233,13 @@ class ProcedureStore:
                 if query not in doc["examples"] and len(doc["examples"]) < self.max_examples:
                     doc["examples"].append(query)
                     doc["embeddings"].append(vector)
+                    doc.setdefault("calls", [[] for _ in doc["examples"][:-1]]).append(calls)
             else:
                 doc = asdict(Procedure(id=pid, query=query, query_type=qtype, tools_used=tools,
                                        success_score=round(float(success_score), 4),
                                        execution_time_ms=round(float(execution_time_ms), 2),
-                                       user_id=owner, examples=[query], created_at=now, updated_at=now))
+                                       user_id=owner, examples=[query], calls=[calls],
+                                       created_at=now, updated_at=now))
                 doc["embeddings"] = [vector]
                 doc["user_tag"] = owner_tag(owner)
             pipe.json().set(self.key(pid), "$", doc)
@@ -242,16 +264,20 @@ class ProcedureStore:
                         filter_expression=self._scope(user_id))
         rows = [row for row in self.index.query(q)
                 if threshold is None or float(row["vector_distance"]) <= threshold]
-        procedures = self._read([row["id"].rsplit(":", 1)[-1] for row in rows])
-        hits = [ProcedureHit(p, float(row["vector_distance"])) for p, row in zip(procedures, rows) if p]
+        docs = self._docs([row["id"].rsplit(":", 1)[-1] for row in rows])
+        hits = [ProcedureHit(Procedure.from_dict(doc), float(row["vector_distance"]), _nearest_calls(doc, vector))
+                for doc, row in zip(docs, rows) if doc]
         return sorted(hits, key=lambda h: (h.distance, -h.procedure.success_score))[:k]
 
-    def _read(self, ids: Sequence[str]) -> list[Procedure | None]:
-        """Several procedures in one round trip."""
+    def _docs(self, ids: Sequence[str]) -> list[dict[str, Any] | None]:
+        """Several stored documents in one round trip."""
         pipe = self.redis.pipeline(transaction=False)
         for pid in ids:
             pipe.json().get(self.key(pid))
-        return [Procedure.from_dict(doc) if doc else None for doc in pipe.execute()] if ids else []
+        return pipe.execute() if ids else []
+
+    def _read(self, ids: Sequence[str]) -> list[Procedure | None]:
+        return [Procedure.from_dict(doc) if doc else None for doc in self._docs(ids)]
 
     def get(self, procedure_id: str) -> Procedure | None:
         return self._read([procedure_id])[0]

@@ -10,8 +10,10 @@ most likely first, and reads each result before the next. A pattern from a simil
 successful question lets it plan the whole set in one round trip: the pattern is one more
 labelled example, so it follows the pattern's tools when that question is closer than the
 router's nearest reference, and the router's set otherwise (a tie goes to the router's
-curated examples). Arguments come from the
-question and the tool's schema.
+curated examples). When the agent replayed the pattern's calls, it checks them against the
+calls it would make itself (same tools, same arguments): it answers at once when they agree,
+and otherwise makes its own calls (the agent then sets the replay aside). Arguments come from
+the question and the tool's schema.
 """
 from __future__ import annotations
 
@@ -169,17 +171,28 @@ def compose_answer(results: list[tuple[str, str]], fmt: str, offered: Sequence[s
 
 
 # ---------------------------------------------------------------- the planner
+def _replay_fits(query: str, names: Sequence[str], offered: dict[str, dict], replay: Message) -> bool:
+    """The replayed calls are exactly the calls this question needs: the same tools, the same arguments."""
+    replayed = {c["function"]["name"]: json.loads(c["function"]["arguments"] or "{}") for c in replay.tool_calls}
+    return replayed == {n: arguments_for(query, offered[n]) for n in names}
+
+
 def run(inp: PlanInput, tools: list[dict] | None = None) -> Message:
     offered = {t["function"]["name"]: t for t in tools or [] if "function" in t}
-    called = [c["function"]["name"] for m in inp.steps if m.role == "assistant" for c in (m.tool_calls or [])]
+    calls = [m for m in inp.steps if m.role == "assistant" and m.tool_calls]
+    called = [c["function"]["name"] for m in calls for c in m.tool_calls]
     results = [(m.name or "", m.content) for m in inp.steps if m.role == "tool"]
     suggested = [n for n in dict.fromkeys(inp.suggestion.tools) if n in offered] if inp.suggestion else []
-    if offered and not (suggested and called):
+    replay_only = bool(inp.suggestion and inp.suggestion.replayed and len(calls) == 1)
+    if (offered and not (suggested and called)) or replay_only:
         routed, distance = route_tools(inp.query)
         routed = [n for n in routed if n in offered]
         if suggested:           # plan everything at once, from the closer labelled example
             closer = 1.0 - inp.suggestion.similarity < distance - TIE
-            return _calls(inp.query, suggested if closer or not routed else routed, offered, 0)
+            plan = suggested if closer or not routed else routed
+            if replay_only and _replay_fits(inp.query, plan, offered, calls[0]):
+                return Message(role="assistant", content=compose_answer(results, answer_format(inp), list(offered)))
+            return _calls(inp.query, plan, offered, len(called))
         missing = [n for n in routed if n not in called]
         if missing:
             return _calls(inp.query, missing[:1], offered, len(called))
