@@ -102,6 +102,11 @@ class ToolRun:
     messages: list[Message] = field(default_factory=list, repr=False)
 
     @property
+    def calls(self) -> list[dict[str, Any]]:
+        """The tool calls the answer stands on, as ``{"name", "arguments"}`` (what a pattern stores)."""
+        return [{"name": t["name"], "arguments": _arguments(t["arguments"])} for t in self.tool_results]
+
+    @property
     def errors(self) -> list[str]:
         return [e for e in (tool_error(r["content"]) for r in self.tool_results) if e]
 
@@ -217,8 +222,7 @@ class ToolAgent:
             stored = self.procedures.store(query, run.tools_used, run.evaluation.success_score,
                                            run.execution_time_ms, vector=vector,
                                            user_id=user_id if self.per_user_procedures else None,
-                                           calls=[{"name": t["name"], "arguments": _arguments(t["arguments"])}
-                                                  for t in kept])
+                                           calls=run.calls)
             run.stored = stored is not None
         return run
 
