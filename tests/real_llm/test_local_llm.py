@@ -116,6 +116,34 @@ def test_tool_results_reach_the_model_and_it_answers(local):
     assert asked and result.reply.content.strip()
 
 
+def test_a_replayed_workflow_reaches_the_model(local, r, emb, ns):
+    """A replay is the model's first step: it answers from the replayed result, or its own calls replace it."""
+    procs = mk.ProcedureStore(r, emb, namespace=ns)
+    calls = [{"name": "get_sleep_analysis", "arguments": {"period": "this_week"}}]
+    procs.store("How did I sleep this week?", ["get_sleep_analysis"], 1.0, 10, query_type="lookup", calls=calls)
+    agent = mk.ToolAgent(r, llm=local, tools=mk.wellness_tools("wellness_user"), procedures=procs, learn=False,
+                         max_steps=3)
+    seen: list[list[Message]] = []
+    chat = local.chat
+
+    def recording(messages, **kwargs):
+        seen.append(list(messages))
+        return chat(messages, **kwargs)
+
+    local.chat = recording
+    run = agent.run("How was my sleep this week?", user_id="wellness_user")
+    assert run.replayed == 1 and seen, run
+    first = seen[0]
+    assert any("get_sleep_analysis" in (m.content or "") or m.role == "tool" for m in first[2:]), first
+    if run.failure:
+        pytest.xfail(f"the 135M model kept calling tools: {run.failure}")
+    if run.steps == 1:
+        assert run.calls == calls and run.reply.strip()
+    else:
+        assert all(t["name"] in {"get_sleep_analysis", "get_health_metrics", "get_workout_data", "get_my_goals",
+                                 "get_tool_suggestions"} for t in run.tool_results) and run.reply.strip()
+
+
 def test_a_stalled_generation_costs_one_deadline(local_server):
     slow = local_llm.local_chat(timeout=1.0)
     started = time.monotonic()
