@@ -34,8 +34,8 @@ _WHERE = {
     "MemoryStore": "memory.long_term", "Memory": "memory.long_term", "MemoryHit": "memory.long_term",
     "extract_memories": "memory.extraction", "CandidateMemory": "memory.extraction",
     "Decision": "memory.dedup",
-    "ProcedureStore": "memory.procedural", "FeedbackStore": "memory.procedural",
-    "analyze_feedback": "memory.procedural",
+    "ProcedureStore": "memory.procedural", "FeedbackStore": "memory.feedback",
+    "analyze_feedback": "memory.feedback",
     "WorkingMemory": "memory.working", "PROFILE_TEMPLATE": "memory.working",
     "MessageIndex": "memory.recall",
     # agents

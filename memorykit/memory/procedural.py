@@ -1,14 +1,10 @@
 """Procedural memory: how to do things, learned from tool-use runs that worked.
 
 :class:`ProcedureStore` keeps successful tool-use patterns ("compare my activity this month
-vs last" -> get_health_metrics + get_workout_data) as JSON documents in a RedisVL index.
-A run is scored with :func:`evaluate_workflow`; only runs scoring >= 0.7 are kept, and the
-same query type with the same tool set updates one document (counts, running averages, a
-few example phrasings, each with its own vector) instead of piling up duplicates.
-:meth:`ProcedureStore.suggest` finds the pattern of the most similar past question, with the
-tool calls (names and arguments) that question made, so an agent can replay them.
-The query type comes from a RedisVL ``SemanticRouter`` over example questions
-(``data/routes/query_types.jsonl``), not from cue words.
+vs last" -> get_health_metrics + get_workout_data) as JSON documents in a RedisVL index. Runs
+scoring >= 0.7 (:func:`evaluate_workflow`) are kept; the same query type (routed by a RedisVL
+``SemanticRouter``) with the same tool set updates one document, whose example phrasings each
+keep a vector and the tool calls they made, so a close question can replay them.
 Feedback examples, the other kind of procedural memory, live in :mod:`.feedback`.
 """
 from __future__ import annotations
@@ -26,7 +22,6 @@ from redisvl.query import FilterQuery, VectorQuery
 
 from ..errors import ValidationError
 from ..keys import check_id, check_namespace, key
-from .feedback import FeedbackExample, FeedbackHit, FeedbackStore, Guidance, analyze_feedback  # noqa: F401
 from .index import SYSTEM_USER, ensure_index, owner_field, owner_filter, owner_tag
 from .routing import get_router
 
@@ -65,28 +60,21 @@ def evaluate_workflow(tools_used: Sequence[str], tool_results: Sequence[Any], re
     Each rule weighs about a third, so failing any one of them drops the score below the
     0.7 storage gate. A slow run loses its timing credit gradually (zero at twice the limit).
     """
-    reasons: list[str] = []
     errors = [e for e in (tool_error(r) for r in tool_results) if e]
+    tools_ok, produced = bool(tools_used) and not errors, bool(response and response.strip())
+    on_time = execution_time_ms <= max_time_ms
+    time_credit = 1.0 if on_time else max(0.0, 1.0 - (execution_time_ms - max_time_ms) / max_time_ms)
     if not tools_used:
-        tools_credit = 0.0
-        reasons.append("no tools were called")
+        tools_reason = "no tools were called"
     elif errors:
-        tools_credit = 0.0
-        reasons.append(f"{len(errors)} tool error(s): {errors[0]}")
+        tools_reason = f"{len(errors)} tool error(s): {errors[0]}"
     else:
-        tools_credit = 1.0
-        reasons.append(f"{len(tools_used)} tool call(s) without errors")
-    produced = bool(response and response.strip())
-    reasons.append("a response was produced" if produced else "no response was produced")
-    if execution_time_ms <= max_time_ms:
-        time_credit = 1.0
-        reasons.append(f"finished within {max_time_ms / 1000:.0f} s")
-    else:
-        time_credit = max(0.0, 1.0 - (execution_time_ms - max_time_ms) / max_time_ms)
-        reasons.append(f"slow: {execution_time_ms / 1000:.1f} s (limit {max_time_ms / 1000:.0f} s)")
-    score = round(0.34 * tools_credit + 0.33 * float(produced) + 0.33 * time_credit, 3)
-    success = bool(tools_used) and not errors and produced and execution_time_ms <= max_time_ms
-    return Evaluation(success=success, success_score=score, reasons=reasons)
+        tools_reason = f"{len(tools_used)} tool call(s) without errors"
+    reasons = [tools_reason, "a response was produced" if produced else "no response was produced",
+               f"finished within {max_time_ms / 1000:.0f} s" if on_time
+               else f"slow: {execution_time_ms / 1000:.1f} s (limit {max_time_ms / 1000:.0f} s)"]
+    score = round(0.34 * tools_ok + 0.33 * produced + 0.33 * time_credit, 3)
+    return Evaluation(success=tools_ok and produced and on_time, success_score=score, reasons=reasons)
 
 
 def classify_query(query: str, redis_client: redis.Redis | None = None, embedder=None,
@@ -299,6 +287,4 @@ class ProcedureStore:
 
 
 __all__ = ["Evaluation", "evaluate_workflow", "tool_error", "classify_query", "Procedure", "ProcedureHit",
-           "ProcedureStore", "MIN_SUCCESS_SCORE",
-           # feedback examples live in .feedback; re-exported for callers of the old module
-           "FeedbackExample", "FeedbackHit", "FeedbackStore", "Guidance", "analyze_feedback"]
+           "ProcedureStore", "MIN_SUCCESS_SCORE"]
