@@ -1,9 +1,8 @@
-"""Summaries of long threads: when to write one (policies), the model task, a trace check,
-and the atomic write that moves the summary's cursor.
+"""Summaries of long threads: when to write one (policies), the model task, a trace check, the atomic write.
 
-``summarize_if_needed`` folds the messages after the cursor (all but the last ``keep_last``)
-into the previous summary, checks that every fact traces to a source, then stores it with its
-new cursor in one script call that refuses if the thread or the summary changed meanwhile.
+``summarize_if_needed`` folds the messages after the cursor (all but the last ``keep_last``) into the
+previous summary, keeps the facts that trace to a source, then stores them with the new cursor in one
+script call that refuses if the thread or the summary changed meanwhile.
 """
 from __future__ import annotations
 
@@ -11,15 +10,15 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from typing import Literal, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from ..errors import ValidationError
 from ..llm.task import ChatModel, Task, TaskFailed, Text, run_task
-from ..messages import Message, count_tokens
-from .short_term import ChatHistory, View, valid_cuts, CORRUPT
+from ..messages import Message, Role, count_tokens
+from .short_term import ChatHistory, readable, valid_cuts
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +80,7 @@ class ByTokens:
 class SourceMessage(BaseModel):
     """One message to fold into the summary."""
 
-    role: Literal["system", "user", "assistant", "tool"]
+    role: Role
     content: str
 
 
@@ -180,12 +179,6 @@ def trace(facts: Sequence[str], sources: Sequence[str], embedder) -> list[Trace]
             for i, f in enumerate(facts)]
 
 
-def check_summary(summary: Summary, sources: Sequence[str], embedder) -> tuple[list[str], list[Trace]]:
-    """The facts that trace to a source (kept) and the traces of those that do not (dropped)."""
-    traces = trace(summary.facts, sources, embedder)
-    return [t.fact for t in traces if t.ok], [t for t in traces if not t.ok]
-
-
 def _cut(msgs: Sequence[Message], keep_last: int, max_batch: int = MAX_BATCH) -> int:
     """Where the kept tail starts: a valid boundary keeping at most ``keep_last`` messages,
     else the latest valid boundary before (keeping a few more rather than none); and no
@@ -210,17 +203,14 @@ def summarize_if_needed(history: ChatHistory, llm: ChatModel, policy: SummaryPol
     """
     policy = policy or ByCount()
     for _ in range(attempts):
-        view: View = history.view()
-        msgs = view.positional
-        conversation = [m for m in msgs if m.name != CORRUPT]
-        if not policy.triggered(history.prompt_from(view), conversation):
+        view = history.view()
+        if not policy.triggered(history.prompt_from(view), readable(view.messages)):
             return False
-        cut = _cut(msgs, policy.keep_last)
+        cut = _cut(view.messages, policy.keep_last)
         if cut <= 0:
             return False
         old = view.summary or {}
-        batch = [m for m in msgs[:cut] if m.name != CORRUPT]
-        previous = list(old.get("facts") or [])
+        batch, previous = readable(view.messages[:cut]), old.get("facts", [])
         try:
             summary = summarize_messages(batch, llm, previous=previous)
         except TaskFailed as exc:
@@ -230,16 +220,16 @@ def summarize_if_needed(history: ChatHistory, llm: ChatModel, policy: SummaryPol
             from ..embeddings import get_embedder
 
             embedder = get_embedder(history.r)
-        kept, dropped = check_summary(summary, [*previous, *(m.content for m in source(batch))], embedder)
+        traces = trace(summary.facts, [*previous, *(m.content for m in source(batch))], embedder)
+        kept, dropped = [t.fact for t in traces if t.ok], [t for t in traces if not t.ok]
         if dropped and not kept:
             log.warning("summary of %s skipped: none of its %d facts traces to a message", history.key, len(dropped))
             return False
         for t in dropped:
             log.info("summary fact dropped, it traces to no message (similarity %.2f, missing %s): %r",
                      t.similarity, sorted(t.missing), t.fact)
-        record = {"text": "\n".join(f"- {f}" for f in kept), "facts": kept,
-                  "covers": int(old.get("covers", 0)) + cut, "dropped": len(dropped),
-                  "updated_at": time.time(), "last_id": msgs[cut - 1].id}
+        record = {"text": Summary(facts=kept).text, "facts": kept, "covers": old.get("covers", 0) + cut,
+                  "dropped": len(dropped), "updated_at": time.time(), "last_id": view.messages[cut - 1].id}
         if history.advance(view, cut, record):
             return True
     return False
