@@ -132,30 +132,34 @@ def parse_summary(raw: str | None) -> dict[str, Any] | None:
     data = data if isinstance(data, dict) else {"text": str(data)}
     facts = data.get("facts") if isinstance(data.get("facts"), list) else []  # Lua's cjson writes [] as {}
     return {**data, "cursor": int(data.get("cursor") or 0), "covers": int(data.get("covers") or 0), "facts": facts}
-# Read the view in one step: the summary, the system head (entries before the cursor that are
-# system messages) and every entry from the cursor on. A cursor past the list's end is stale
-# (the list expired or was deleted behind the summary's back): that summary is dropped.
-_VIEW = """
-local s = redis.call('GET', KEYS[2])
-local cursor = 0
+
+
+# The summary record and its cursor (0 when there is none, or it is unreadable).
+_READ_CURSOR = """
+local s, rec, cursor = redis.call('GET', KEYS[2]), nil, 0
 if s then
   local ok, d = pcall(cjson.decode, s)
-  if ok and type(d) == 'table' and tonumber(d.cursor) then cursor = tonumber(d.cursor) end
+  if ok and type(d) == 'table' and tonumber(d.cursor) then rec, cursor = d, tonumber(d.cursor) end
 end
-if cursor > redis.call('LLEN', KEYS[1]) then redis.call('DEL', KEYS[2]); s, cursor = false, 0 end
-local out = {s or '', cursor, 0}
-if cursor > 0 then
-  local n = 0
-  while n < cursor do
-    local raw = redis.call('LINDEX', KEYS[1], n)
-    local ok, m = pcall(cjson.decode, raw)
-    if not (ok and type(m) == 'table' and m.role == 'system') then break end
-    out[#out + 1] = raw
-    n = n + 1
-  end
-  out[3] = n
+"""
+
+# Read the view in one step: the summary, the start (the cursor, or past a leading run of system
+# messages when nothing is covered), the system head before the start, and every entry from the
+# start on. A cursor past the list's end is stale (the list expired or was deleted behind the
+# summary's back): that summary is dropped.
+_VIEW = _READ_CURSOR + """
+local len = redis.call('LLEN', KEYS[1])
+if cursor > len then redis.call('DEL', KEYS[2]); s, cursor = false, 0 end
+local out, n = {s or '', 0, 0}, 0
+while n < (cursor > 0 and cursor or len) do
+  local raw = redis.call('LINDEX', KEYS[1], n)
+  local ok, m = pcall(cjson.decode, raw)
+  if not (ok and type(m) == 'table' and m.role == 'system') then break end
+  out[#out + 1] = raw
+  n = n + 1
 end
-local tail = redis.call('LRANGE', KEYS[1], cursor, -1)
+out[2], out[3] = math.max(cursor, n), n
+local tail = redis.call('LRANGE', KEYS[1], out[2], -1)
 for i = 1, #tail do out[#out + 1] = tail[i] end
 return out
 """
@@ -177,19 +181,12 @@ return 1
 # Remove entries by value; every removed entry before the cursor moves it back by one. If
 # ARGV[1] == '1' and a covered entry was removed, the summary is dropped (it may repeat what
 # was meant to be forgotten); otherwise it is kept with the moved cursor.
-_REMOVE = """
-local s = redis.call('GET', KEYS[2])
-local rec, cursor = nil, 0
-if s then
-  local ok, d = pcall(cjson.decode, s)
-  if ok and type(d) == 'table' and tonumber(d.cursor) then rec, cursor = d, tonumber(d.cursor) end
-end
-local removed, covered = 0, 0
+_REMOVE = _READ_CURSOR + """
+local covered = 0
 for i = 2, #ARGV do
   local pos = redis.call('LPOS', KEYS[1], ARGV[i])
   if pos then
     redis.call('LREM', KEYS[1], 1, ARGV[i])
-    removed = removed + 1
     if pos < cursor then cursor, covered = cursor - 1, covered + 1 end
   end
 end
@@ -197,7 +194,7 @@ if rec and covered > 0 then
   if ARGV[1] == '1' then redis.call('DEL', KEYS[2])
   else rec.cursor = cursor; redis.call('SET', KEYS[2], cjson.encode(rec), 'KEEPTTL') end
 end
-return {removed, covered}
+return covered
 """
 
 
@@ -280,11 +277,7 @@ class ChatHistory:
         out = self._view(keys=[self.key, self.summary_key])
         summary_raw, start, n_head = out[0] or None, int(out[1]), int(out[2])
         head, raws = readable(self._decode_all(out[3:3 + n_head])), out[3 + n_head:]
-        msgs = self._decode_all(raws)
-        if start == 0:  # nothing covered: the system head opens the list itself
-            n = head_length(msgs)
-            head, raws, msgs, start = msgs[:n], raws[n:], msgs[n:], n
-        return View(head, parse_summary(summary_raw), summary_raw, start, raws, msgs)
+        return View(head, parse_summary(summary_raw), summary_raw, start, raws, self._decode_all(raws))
 
     def summary_info(self) -> dict[str, Any] | None:
         """The stored summary record: text, facts, cursor, covers (messages folded in), updated_at."""
