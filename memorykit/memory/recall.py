@@ -34,7 +34,6 @@ _RETURN = ["message_id", "thread_id", "role", "text", "name", "created_at"]
 @dataclass
 class RecalledMessage:
     """A past message found by meaning: the message, its thread and its cosine distance to the query."""
-
     message: Message
     thread_id: str
     distance: float

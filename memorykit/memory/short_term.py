@@ -202,7 +202,6 @@ return covered
 class View:
     """What a model may see of a thread, read atomically: the system head, the summary record and the
     entries from list position ``start`` on (``raws``, and as ``messages`` with corrupt placeholders)."""
-
     head: list[Message]
     summary: dict[str, Any] | None
     summary_raw: str | None

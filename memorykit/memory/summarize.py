@@ -39,7 +39,6 @@ a thread that is further behind catches up over the next calls."""
 
 class SummaryPolicy(Protocol):
     """When to summarize a thread, and how many recent messages to keep verbatim."""
-
     keep_last: int
 
     def triggered(self, prompt: Sequence[Message], conversation: Sequence[Message]) -> bool: ...
@@ -49,7 +48,6 @@ class SummaryPolicy(Protocol):
 class ByCount:
     """Summarize when more than ``max_messages`` follow the summary (system prompt not counted);
     afterwards the model sees: system prompt + one summary + the last ``keep_last`` messages."""
-
     max_messages: int = 10
     keep_last: int = 4
 
@@ -65,7 +63,6 @@ class ByCount:
 class ByTokens:
     """Summarize when the prompt (summary included) is estimated above ``max_tokens``;
     afterwards: summary + the last ``keep_last`` messages."""
-
     max_tokens: int = 4000
     keep_last: int = 20
 
@@ -79,14 +76,12 @@ class ByTokens:
 
 class SourceMessage(BaseModel):
     """One message to fold into the summary."""
-
     role: Role
     content: str
 
 
 class SummarizeInput(BaseModel):
     """The previous summary's facts, the messages to fold in, and how many facts may be kept."""
-
     previous: list[str] = Field(default_factory=list)
     messages: list[SourceMessage]
     max_facts: int = MAX_FACTS
@@ -94,7 +89,6 @@ class SummarizeInput(BaseModel):
 
 class Summary(BaseModel):
     """The updated summary: one short fact per item."""
-
     facts: list[Text]
 
     @property
@@ -146,15 +140,13 @@ of data/conversations/planted.jsonl; see benchmarks/short_term.py --check)."""
 def anchors(text: str) -> set[str]:
     """Tokens a fact cannot invent: numbers and capitalised words past the first (names, places, months)."""
     tokens = _WORD.findall(text)
-    out = {t.lower() for t in tokens if any(c.isdigit() for c in t)}
-    out |= {t.lower() for t in tokens[1:] if t[0].isupper() and t.lower() not in _ROLE_WORDS}
-    return out
+    numbers = {t.lower() for t in tokens if any(c.isdigit() for c in t)}
+    return numbers | {t.lower() for t in tokens[1:] if t[0].isupper() and t.lower() not in _ROLE_WORDS}
 
 
 @dataclass
 class Trace:
     """A fact, the source it is closest to (index into the sources) and whether it traces."""
-
     fact: str
     source: int
     similarity: float
@@ -167,9 +159,7 @@ class Trace:
 
 def trace(facts: Sequence[str], sources: Sequence[str], embedder) -> list[Trace]:
     """For each fact: its closest source by embedding similarity, and the anchors no source contains."""
-    if not facts:
-        return []
-    if not sources:
+    if not facts or not sources:
         return [Trace(f, -1, 0.0, anchors(f)) for f in facts]
     vecs = np.asarray(embedder.embed_many([*facts, *sources]), dtype=np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True).clip(1e-9)
@@ -180,9 +170,8 @@ def trace(facts: Sequence[str], sources: Sequence[str], embedder) -> list[Trace]
 
 
 def _cut(msgs: Sequence[Message], keep_last: int, max_batch: int = MAX_BATCH) -> int:
-    """Where the kept tail starts: a valid boundary keeping at most ``keep_last`` messages,
-    else the latest valid boundary before (keeping a few more rather than none); and no
-    further than ``max_batch`` messages in, when a valid boundary allows."""
+    """Where the kept tail starts: the first valid boundary keeping at most ``keep_last`` messages (else the
+    last one before it), moved back to at most ``max_batch`` messages in when a valid boundary allows."""
     cuts = [c for c in valid_cuts(msgs) if c > 0]
     later = [c for c in cuts if c >= len(msgs) - keep_last]
     cut = later[0] if later else (cuts[-1] if cuts else 0)
@@ -195,12 +184,7 @@ def _cut(msgs: Sequence[Message], keep_last: int, max_batch: int = MAX_BATCH) ->
 def summarize_if_needed(history: ChatHistory, llm: ChatModel, policy: SummaryPolicy | None = None, *,
                         embedder=None, attempts: int = 3) -> bool:
     """Fold the older messages of ``history`` into its summary if ``policy`` says so; True if written.
-
-    Reads the view, asks the model (slow, outside any transaction), drops facts that trace to no
-    source, then moves the cursor atomically. On a conflict (another summarizer or a deletion won
-    the race) it re-reads and retries; appends never conflict. A failed task is logged and skipped:
-    nothing is stored, nothing is lost.
-    """
+    The model runs outside any transaction; a conflicting write means re-read and retry, a failed task skips."""
     policy = policy or ByCount()
     for _ in range(attempts):
         view = history.view()
