@@ -61,13 +61,9 @@ class Message:
         """From an OpenAI message dict or SDK object."""
         if not isinstance(data, dict):
             data = data.model_dump() if hasattr(data, "model_dump") else dict(data)
-        tool_calls = data.get("tool_calls") or None
-        if tool_calls:
-            tool_calls = [tc if isinstance(tc, dict) else tc.model_dump() for tc in tool_calls]
-        return cls(
-            role=data["role"], content=data.get("content") or "", name=data.get("name"),
-            tool_calls=tool_calls, tool_call_id=data.get("tool_call_id"),
-        )
+        tool_calls = [tc if isinstance(tc, dict) else tc.model_dump() for tc in data.get("tool_calls") or []]
+        return cls(role=data["role"], content=data.get("content") or "", name=data.get("name"),
+                   tool_calls=tool_calls or None, tool_call_id=data.get("tool_call_id"))
 
 
 def as_message(m: Message | dict[str, Any]) -> Message:

@@ -1,16 +1,15 @@
 """Message recall: find an old message by meaning, across a user's threads, never another user's.
 
-Every user and assistant message with text is a JSON document ``ns:msgvec:{user}:{thread}:{id}``
-in the index ``ns_messages``. :meth:`MessageIndex.history` returns a ``ChatHistory`` whose appends
-are indexed and whose deliberate deletions remove the vectors too; summaries delete nothing, so
-recall still finds what a summary folded in.
+Each user and assistant message with text is a JSON document ``ns:msgvec:{user}:{thread}:{id}``. The
+histories of :meth:`MessageIndex.history` index their appends and unindex their deletions; summaries
+delete nothing, so recall still finds what a summary folded in.
 """
 from __future__ import annotations
 
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 from urllib.parse import unquote
 
 import redis
@@ -20,7 +19,7 @@ from redisvl.query.filter import FilterExpression, Num, Tag
 from ..errors import ValidationError
 from ..keys import check_id, check_namespace, user_key
 from ..messages import Message
-from .index import ensure_index, nearest, owner_field, owner_filter, owner_tag, vector_field
+from .index import delete_keys, ensure_index, nearest, owner_field, owner_filter, owner_tag, vector_field
 from .short_term import ChatHistory, head_length
 
 log = logging.getLogger(__name__)
@@ -67,19 +66,9 @@ class IndexedHistory(ChatHistory):
                 log.exception("messages stored in %s but not indexed for recall", self.key)
         return msgs
 
-    def _unindex(self, msgs: Sequence[Message]) -> list[Message]:
-        if msgs:
-            self.index.remove(self.user_id, self.thread_id, [m.id for m in msgs])
-        return list(msgs)
-
-    def clear_messages(self) -> list[Message]:
-        return self._unindex(super().clear_messages())
-
-    def delete_first(self, n: int) -> list[Message]:
-        return self._unindex(super().delete_first(n))
-
-    def delete_where(self, predicate: Callable[[Message], bool]) -> list[Message]:
-        return self._unindex(super().delete_where(predicate))
+    def _deleted(self, messages: list[Message]) -> list[Message]:
+        self.index.remove(self.user_id, self.thread_id, [m.id for m in messages])
+        return messages
 
     def search_messages(self, query: str, k: int = 5, thread_id: str | None = None,
                         distance_threshold: float | None = None, **kwargs) -> list[RecalledMessage]:
@@ -134,8 +123,7 @@ class MessageIndex:
 
     def remove(self, user_id: str, thread_id: str, message_ids: Iterable[str]) -> int:
         """Delete these messages' vectors; returns how many existed."""
-        keys = [self.key(user_id, thread_id, mid) for mid in message_ids]
-        return int(self.redis.delete(*keys)) if keys else 0
+        return delete_keys(self.redis, [self.key(user_id, thread_id, mid) for mid in message_ids])
 
     def history(self, user_id: str, thread_id: str, ttl: int | None = None, *,
                 index_appends: bool = True) -> IndexedHistory:
@@ -159,13 +147,6 @@ class MessageIndex:
         pattern = self.key(check_id(user_id, "user_id"), check_id(thread_id, "thread_id"), "") + "*"
         have = {k.rsplit(":", 1)[1] for k in self.redis.scan_iter(match=pattern, count=1000)}
         return {"orphans": have - {m.id for m in stored}, "missing": {m.id for m in stored if indexable(m)} - have}
-
-    def sync(self, user_id: str, thread_id: str) -> dict[str, int]:
-        """Repair a thread's index (e.g. after the list expired by TTL): drop orphans, index missing."""
-        found = self.check(user_id, thread_id)
-        removed = self.remove(user_id, thread_id, found["orphans"])
-        missing = [m for m in self.history(user_id, thread_id).messages() if m.id in found["missing"]]
-        return {"removed": removed, "added": self.add(user_id, thread_id, missing) if missing else 0}
 
     def _scope(self, user_id: str, thread_id: str | None = None, roles: Sequence[str] | None = None,
                since: float | None = None, until: float | None = None) -> FilterExpression:

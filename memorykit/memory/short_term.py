@@ -1,9 +1,8 @@
 """Short-term memory: a thread is a Redis LIST of JSON messages, plus trimming policies.
 
-Appends are one RPUSH (a delete + rewrite loses messages when two writers race); every write slides
-the TTL. The list stays complete: a summary is a *view* beside it (text + a cursor past the entries
-it covers), so summarizing never loses what was stored. Deleting is a separate, deliberate script
-that removes entries by value and moves the cursor.
+Appends are one RPUSH (a delete + rewrite loses messages when writers race) and slide the TTL. A summary
+is a *view* beside the complete list (text + a cursor past the entries it covers), so summarizing loses
+nothing; deleting is a deliberate script that removes entries by value and moves the cursor.
 """
 from __future__ import annotations
 
@@ -102,13 +101,16 @@ def check_message(message: Message | dict) -> Message:
     return m
 
 
-def _decode(raw: str, where: str) -> Message:
-    """A stored entry; a corrupt one is logged and kept as an empty placeholder named CORRUPT."""
-    try:
-        return Message.from_json(raw)
-    except (ValueError, TypeError, KeyError, MemoryKitError) as exc:
-        log.warning("skipping corrupt entry in %s: %s (%.60r)", where, exc, raw)
-        return Message(role="assistant", content="", name=CORRUPT)
+def _decode(raws: Iterable[str], where: str) -> list[Message]:
+    """Stored entries as Messages; a corrupt one is logged and kept as an empty placeholder named CORRUPT."""
+    out = []
+    for raw in raws:
+        try:
+            out.append(Message.from_json(raw))
+        except (ValueError, TypeError, KeyError, MemoryKitError) as exc:
+            log.warning("skipping corrupt entry in %s: %s (%.60r)", where, exc, raw)
+            out.append(Message(role="assistant", content="", name=CORRUPT))
+    return out
 
 
 def readable(messages: Iterable[Message]) -> list[Message]:
@@ -143,10 +145,8 @@ if s then
 end
 """
 
-# Read the view in one step: the summary, the start (the cursor, or past a leading run of system
-# messages when nothing is covered), the system head before the start, and every entry from the
-# start on. A cursor past the list's end is stale (the list expired or was deleted behind the
-# summary's back): that summary is dropped.
+# The view in one step: the summary, the start (the cursor, or past the leading system messages), the
+# system head, and every entry from the start on. A cursor past the list's end is stale: that summary goes.
 _VIEW = _READ_CURSOR + """
 local len = redis.call('LLEN', KEYS[1])
 if cursor > len then redis.call('DEL', KEYS[2]); s, cursor = false, 0 end
@@ -258,14 +258,11 @@ class ChatHistory:
                 pipe.expire(key, self.ttl)
         pipe.zadd(self.threads_key, {self.thread_id: time.time()})
 
-    def _decode_all(self, raws: Iterable[str]) -> list[Message]:
-        return [_decode(raw, self.key) for raw in raws]
-
     def messages(self, last_n: int | None = None) -> list[Message]:
         """The stored messages, oldest first (only the last ``last_n`` if given); corrupt entries skipped."""
         if last_n is not None and last_n <= 0:
             return []
-        return readable(self._decode_all(self.r.lrange(self.key, -last_n if last_n else 0, -1)))
+        return readable(_decode(self.r.lrange(self.key, -last_n if last_n else 0, -1), self.key))
 
     def __len__(self) -> int:
         """How many entries are stored (a summary never changes this)."""
@@ -275,8 +272,8 @@ class ChatHistory:
         """The system head, the summary and the entries after its cursor, read in one script call."""
         out = self._view(keys=[self.key, self.summary_key])
         summary_raw, start, n_head = out[0] or None, int(out[1]), int(out[2])
-        head, raws = readable(self._decode_all(out[3:3 + n_head])), out[3 + n_head:]
-        return View(head, parse_summary(summary_raw), summary_raw, start, raws, self._decode_all(raws))
+        head, raws = readable(_decode(out[3:3 + n_head], self.key)), out[3 + n_head:]
+        return View(head, parse_summary(summary_raw), summary_raw, start, raws, _decode(raws, self.key))
 
     def summary_info(self) -> dict[str, Any] | None:
         """The stored summary record: text, facts, cursor, covers (messages folded in), updated_at."""
@@ -317,31 +314,29 @@ class ChatHistory:
             pipe.delete(self.key, self.summary_key)
             pipe.zrem(self.threads_key, self.thread_id)
             raws = pipe.execute()[0]
-        return readable(self._decode_all(raws))
+        return self._deleted(readable(_decode(raws, self.key)))
 
-    def _remove_raws(self, raws: Sequence[str], forget: bool) -> None:
-        if raws:
-            self._remove(keys=[self.key, self.summary_key], args=["1" if forget else "0", *raws])
+    def _deleted(self, messages: list[Message]) -> list[Message]:
+        """Called with what a deletion removed, and returns it: where a subclass cleans up (recall vectors)."""
+        return messages
 
     def delete_first(self, n: int) -> list[Message]:
-        """Delete the first ``n`` messages after the system head, extended to the next valid boundary
-        (the rest then starts with a user message and keeps tool calls with their results).
-        A summary that covered them keeps their gist; its cursor moves back."""
+        """Delete the first ``n`` messages after the system head, up to the next valid boundary; a summary
+        that covered them keeps their gist (its cursor moves back)."""
         if n <= 0:
             return []
         raws = self.r.lrange(self.key, 0, -1)
-        msgs = self._decode_all(raws)
+        msgs = _decode(raws, self.key)
         h = head_length(msgs)
         cut = next((c for c in valid_cuts(msgs) if c >= h + n), len(msgs))
-        self._remove_raws(raws[h:cut], forget=False)
-        return readable(msgs[h:cut])
+        self._remove(keys=[self.key, self.summary_key], args=["0", *raws[h:cut]])
+        return self._deleted(readable(msgs[h:cut]))
 
     def delete_where(self, predicate: Callable[[Message], bool]) -> list[Message]:
-        """Delete every message matching ``predicate`` (by value, so concurrent appends survive);
-        a tool call and its results go together, and the rest is cut to a valid start. A summary
-        that covered a deleted message is dropped too (it is rebuilt from what is left)."""
+        """Delete every match by value (concurrent appends survive), with its tool call and results, and cut
+        the rest to a valid start. A summary that covered one is dropped (it is rebuilt from what is left)."""
         raws = self.r.lrange(self.key, 0, -1)
-        entries = [(raw, m) for raw, m in zip(raws, self._decode_all(raws)) if m.name != CORRUPT]
+        entries = [(raw, m) for raw, m in zip(raws, _decode(raws, self.key)) if m.name != CORRUPT]
         msgs = [m for _, m in entries]
         owners = _call_owner(msgs)
         doomed = {i for i, m in enumerate(msgs) if predicate(m)}
@@ -350,11 +345,11 @@ class ChatHistory:
         gone = [(raw, m) for raw, m in entries if id(m) not in kept]
         if not gone:
             return []
-        self._remove_raws([raw for raw, _ in gone], forget=True)
+        self._remove(keys=[self.key, self.summary_key], args=["1", *(raw for raw, _ in gone)])
         with self.r.pipeline(transaction=True) as pipe:
             self._touch(pipe)
             pipe.execute()
-        return [m for _, m in gone]
+        return self._deleted([m for _, m in gone])
 
     def search_messages(self, query: str, k: int = 5, **kwargs) -> list:
         """Search this user's past messages by meaning: needs a history from ``MessageIndex.history``."""
