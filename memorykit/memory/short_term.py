@@ -75,15 +75,14 @@ def trim_last(messages: Sequence[Message | dict], n: int) -> list[Message]:
     return fix_boundaries(messages, len(messages) - n)
 
 
-def trim_to_tokens(messages: Sequence[Message | dict], max_tokens: int,
-                   counter: Callable[[Sequence[Message]], int] = count_tokens) -> list[Message]:
-    """The system head + the longest valid recent window whose estimated tokens fit ``max_tokens``."""
+def trim_to_tokens(messages: Sequence[Message | dict], max_tokens: int) -> list[Message]:
+    """The system head + the longest valid recent window whose tokens (``count_tokens``) fit ``max_tokens``."""
     if max_tokens <= 0:
         raise ValidationError(f"max_tokens must be > 0, got {max_tokens}")
     msgs = [as_message(m) for m in messages]
     h = head_length(msgs)
-    budget = max_tokens - counter(msgs[:h])
-    sizes = [0 if m.role == "tool" and o is None else counter([m]) for m, o in zip(msgs, _call_owner(msgs))]
+    budget = max_tokens - count_tokens(msgs[:h])
+    sizes = [0 if m.role == "tool" and o is None else count_tokens([m]) for m, o in zip(msgs, _call_owner(msgs))]
     cut = next((c for c in valid_cuts(msgs) if c >= h and sum(sizes[c:]) <= budget), len(msgs))
     return msgs[:h] + drop_orphans(msgs[cut:])
 
