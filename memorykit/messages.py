@@ -4,14 +4,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Literal, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence, get_args
 
 from ulid import ULID
 
 from .errors import ValidationError
 
 Role = Literal["system", "user", "assistant", "tool"]
-ROLES = ("system", "user", "assistant", "tool")
+ROLES = get_args(Role)
 
 
 def new_id() -> str:
@@ -22,7 +22,6 @@ def new_id() -> str:
 @dataclass
 class Message:
     """One chat message, as stored in a thread and sent to a model."""
-
     role: Role
     content: str = ""
     name: str | None = None
@@ -42,8 +41,7 @@ class Message:
             raise ValidationError(f"content must be a string, got {type(self.content).__name__}")
 
     def to_json(self) -> str:
-        data = asdict(self)
-        data.pop("usage", None)
+        data = {k: v for k, v in asdict(self).items() if k != "usage"}
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
@@ -51,32 +49,21 @@ class Message:
         data = json.loads(raw)
         if not isinstance(data, dict):
             raise ValueError("a stored message must be a JSON object")
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "usage"}
-        return cls(**known)
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "usage"})
 
     def to_openai(self) -> dict[str, Any]:
         """The dict an OpenAI-compatible chat API expects."""
-        out: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.name:
-            out["name"] = self.name
-        if self.tool_calls:
-            out["tool_calls"] = self.tool_calls
-        if self.tool_call_id:
-            out["tool_call_id"] = self.tool_call_id
-        return out
+        optional = {k: getattr(self, k) for k in ("name", "tool_calls", "tool_call_id") if getattr(self, k)}
+        return {"role": self.role, "content": self.content, **optional}
 
     @classmethod
     def from_openai(cls, data: dict[str, Any] | Any) -> "Message":
         """From an OpenAI message dict or SDK object."""
         if not isinstance(data, dict):
             data = data.model_dump() if hasattr(data, "model_dump") else dict(data)
-        tool_calls = data.get("tool_calls") or None
-        if tool_calls:
-            tool_calls = [tc if isinstance(tc, dict) else tc.model_dump() for tc in tool_calls]
-        return cls(
-            role=data["role"], content=data.get("content") or "", name=data.get("name"),
-            tool_calls=tool_calls, tool_call_id=data.get("tool_call_id"),
-        )
+        tool_calls = [tc if isinstance(tc, dict) else tc.model_dump() for tc in data.get("tool_calls") or []]
+        return cls(role=data["role"], content=data.get("content") or "", name=data.get("name"),
+                   tool_calls=tool_calls or None, tool_call_id=data.get("tool_call_id"))
 
 
 def as_message(m: Message | dict[str, Any]) -> Message:
@@ -124,8 +111,7 @@ def count_tokens(messages: Sequence[Message | dict[str, Any]] | str) -> int:
     if isinstance(messages, str):
         return _token_counter(messages)
     total = 0
-    for m in messages:
-        m = as_message(m)
+    for m in map(as_message, messages):
         total += 4 + _token_counter(m.content)
         if m.tool_calls:
             total += _token_counter(json.dumps(m.tool_calls))

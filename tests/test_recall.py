@@ -194,13 +194,11 @@ def test_search_takes_a_vector_to_embed_once(r, emb, ns, idx):
     assert hits[0].thread_id == "pricing-review"
 
 
-def test_sync_repairs_an_expired_thread(r, ns, idx):
+def test_check_finds_the_vectors_of_an_expired_thread(r, ns, idx):
     h = history(r, ns, idx, "u1", "t1")
     fill(h, 2)
     r.delete(h.key)  # what a TTL expiry does to the list
     assert len(idx.check("u1", "t1")["orphans"]) == 4
-    assert idx.sync("u1", "t1") == {"removed": 4, "added": 0}
-    assert idx.count("u1") == 0
 
 
 def test_forget_user_removes_message_vectors(r, emb, ns, idx):

@@ -1,27 +1,25 @@
 """Message recall: find an old message by meaning, across a user's threads, never another user's.
 
-Every user and assistant message with text is a JSON document ``ns:msgvec:{user}:{thread}:{id}``
-in the index ``ns_messages``. :meth:`MessageIndex.history` returns a ``ChatHistory`` whose
-appends are indexed and whose deliberate deletions remove the vectors too; summaries delete
-nothing, so recall still finds what a summary folded in.
+Each user and assistant message with text is a JSON document ``ns:msgvec:{user}:{thread}:{id}``. The
+histories of :meth:`MessageIndex.history` index their appends and unindex their deletions; summaries
+delete nothing, so recall still finds what a summary folded in.
 """
 from __future__ import annotations
 
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
+from urllib.parse import unquote
 
 import redis
 from redisvl.query import CountQuery, FilterQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
 
-from urllib.parse import unquote
-
 from ..errors import ValidationError
 from ..keys import check_id, check_namespace, user_key
 from ..messages import Message
-from .index import ensure_index, nearest, owner_field, owner_filter, owner_tag, vector_field
+from .index import delete_keys, ensure_index, nearest, owner_field, owner_filter, owner_tag, vector_field
 from .short_term import ChatHistory, head_length
 
 log = logging.getLogger(__name__)
@@ -32,38 +30,21 @@ RECALL_HEADER = "Messages recalled from earlier conversations (oldest first):"
 _RETURN = ["message_id", "thread_id", "role", "text", "name", "created_at"]
 
 
-def message_schema(namespace: str, dims: int) -> dict[str, Any]:
-    """The RedisVL schema of the message index ``{namespace}_messages``."""
-    return {
-        "index": {"name": f"{namespace}_messages", "prefix": f"{namespace}:msgvec",
-                  "storage_type": "json"},
-        "fields": [
-            {"name": "text", "type": "text"},
-            {"name": "message_id", "type": "tag", "attrs": {"case_sensitive": True}},
-            owner_field("user_id"),      # $.user_tag: the encoded owner
-            owner_field("thread_id"),    # $.thread_tag
-            {"name": "role", "type": "tag"},
-            {"name": "created_at", "type": "numeric"},
-            vector_field(dims),
-        ],
-    }
-
-
 @dataclass
 class RecalledMessage:
     """A past message found by meaning: the message, its thread and its cosine distance to the query."""
-
     message: Message
     thread_id: str
     distance: float
 
     def __repr__(self) -> str:
-        return f"RecalledMessage({self.distance:.3f}, {self.thread_id!r}, {self.message.role}: {self.message.content[:50]!r})"
+        m = self.message
+        return f"RecalledMessage({self.distance:.3f}, {self.thread_id!r}, {m.role}: {m.content[:50]!r})"
 
 
 def indexable(message: Message) -> bool:
     """Only user and assistant messages with text are worth recalling (not tool calls or system prompts)."""
-    return message.role in INDEXED_ROLES and bool((message.content or "").strip())
+    return message.role in INDEXED_ROLES and bool(message.content.strip())
 
 
 class IndexedHistory(ChatHistory):
@@ -85,19 +66,9 @@ class IndexedHistory(ChatHistory):
                 log.exception("messages stored in %s but not indexed for recall", self.key)
         return msgs
 
-    def _unindex(self, msgs: Sequence[Message]) -> list[Message]:
-        if msgs:
-            self.index.remove(self.user_id, self.thread_id, [m.id for m in msgs])
-        return list(msgs)
-
-    def clear_messages(self) -> list[Message]:
-        return self._unindex(super().clear_messages())
-
-    def delete_first(self, n: int) -> list[Message]:
-        return self._unindex(super().delete_first(n))
-
-    def delete_where(self, predicate: Callable[[Message], bool]) -> list[Message]:
-        return self._unindex(super().delete_where(predicate))
+    def _deleted(self, messages: list[Message]) -> list[Message]:
+        self.index.remove(self.user_id, self.thread_id, [m.id for m in messages])
+        return messages
 
     def search_messages(self, query: str, k: int = 5, thread_id: str | None = None,
                         distance_threshold: float | None = None, **kwargs) -> list[RecalledMessage]:
@@ -118,7 +89,14 @@ class MessageIndex:
         self.embedder = embedder
         self.namespace = check_namespace(namespace)
         self.max_messages_per_thread = max_messages_per_thread
-        self.schema = message_schema(namespace, embedder.dims)
+        self.schema = {
+            "index": {"name": f"{namespace}_messages", "prefix": f"{namespace}:msgvec", "storage_type": "json"},
+            "fields": [{"name": "text", "type": "text"},
+                       {"name": "message_id", "type": "tag", "attrs": {"case_sensitive": True}},
+                       owner_field("user_id"), owner_field("thread_id"),  # $.user_tag, $.thread_tag: encoded
+                       {"name": "role", "type": "tag"}, {"name": "created_at", "type": "numeric"},
+                       vector_field(embedder.dims)],
+        }
         self.index = ensure_index(redis_client, self.schema)
 
     def __repr__(self) -> str:
@@ -126,9 +104,6 @@ class MessageIndex:
 
     def key(self, user_id: str, thread_id: str, message_id: str) -> str:
         return user_key(self.namespace, "msgvec", user_id, thread_id, message_id)
-
-    def _thread_pattern(self, user_id: str, thread_id: str) -> str:
-        return user_key(self.namespace, "msgvec", check_id(user_id, "user_id"), check_id(thread_id, "thread_id")) + ":*"
 
     def add(self, user_id: str, thread_id: str, messages: Sequence[Message]) -> int:
         """Embed and index the recallable messages; returns how many were indexed."""
@@ -148,8 +123,7 @@ class MessageIndex:
 
     def remove(self, user_id: str, thread_id: str, message_ids: Iterable[str]) -> int:
         """Delete these messages' vectors; returns how many existed."""
-        keys = [self.key(user_id, thread_id, mid) for mid in message_ids]
-        return int(self.redis.delete(*keys)) if keys else 0
+        return delete_keys(self.redis, [self.key(user_id, thread_id, mid) for mid in message_ids])
 
     def history(self, user_id: str, thread_id: str, ttl: int | None = None, *,
                 index_appends: bool = True) -> IndexedHistory:
@@ -167,44 +141,25 @@ class MessageIndex:
         excess = view.start + len(view.raws) - len(view.head) - keep_last
         return h.delete_first(excess) if excess > 0 else []
 
-    def vector_ids(self, user_id: str, thread_id: str) -> set[str]:
-        """Ids of the messages of a thread that have a vector."""
-        return {k.rsplit(":", 1)[1] for k in self.redis.scan_iter(match=self._thread_pattern(user_id, thread_id),
-                                                                  count=1000)}
-
     def check(self, user_id: str, thread_id: str) -> dict[str, set[str]]:
         """List vs index: ``orphans`` (vectors whose message is gone), ``missing`` (messages not indexed)."""
-        stored = {m.id: m for m in self.history(user_id, thread_id).messages()}
-        have = self.vector_ids(user_id, thread_id)
-        want = {mid for mid, m in stored.items() if indexable(m)}
-        return {"orphans": have - set(stored), "missing": want - have}
+        stored = self.history(user_id, thread_id).messages()
+        pattern = self.key(check_id(user_id, "user_id"), check_id(thread_id, "thread_id"), "") + "*"
+        have = {k.rsplit(":", 1)[1] for k in self.redis.scan_iter(match=pattern, count=1000)}
+        return {"orphans": have - {m.id for m in stored}, "missing": {m.id for m in stored if indexable(m)} - have}
 
-    def sync(self, user_id: str, thread_id: str) -> dict[str, int]:
-        """Repair a thread's index (e.g. after the list expired by TTL): drop orphans, index missing."""
-        found = self.check(user_id, thread_id)
-        removed = self.remove(user_id, thread_id, found["orphans"])
-        missing = [m for m in self.history(user_id, thread_id).messages() if m.id in found["missing"]]
-        added = self.add(user_id, thread_id, missing) if missing else 0
-        return {"removed": removed, "added": added}
-
-    def _scope(self, user_id: str, thread_id: str | None, roles: Sequence[str] | None,
-               since: float | None, until: float | None) -> FilterExpression:
-        expr = owner_filter(user_id)
-        if thread_id is not None:
-            expr = expr & owner_filter(thread_id, "thread_id")
-        if roles:
-            expr = expr & (Tag("role") == list(roles))
-        if since is not None:
-            expr = expr & (Num("created_at") >= since)
-        if until is not None:
-            expr = expr & (Num("created_at") <= until)
-        return expr
+    def _scope(self, user_id: str, thread_id: str | None = None, roles: Sequence[str] | None = None,
+               since: float | None = None, until: float | None = None) -> FilterExpression:
+        """This user's (or thread's) messages; RedisVL turns a None role list or bound into no condition."""
+        expr = owner_filter(user_id) & (Tag("role") == roles)
+        expr = expr & (Num("created_at") >= since) & (Num("created_at") <= until)
+        return expr if thread_id is None else expr & owner_filter(thread_id, "thread_id")
 
     @staticmethod
-    def _row(row: dict[str, Any]) -> tuple[Message, str]:
+    def _recalled(row: dict[str, Any]) -> RecalledMessage:
         msg = Message(role=row["role"], content=row["text"], name=row.get("name") or None,
                       created_at=float(row["created_at"]), id=row["message_id"])
-        return msg, unquote(row["thread_id"])
+        return RecalledMessage(msg, unquote(row["thread_id"]), float(row.get("vector_distance", 0.0)))
 
     def search(self, query: str, user_id: str, thread_id: str | None = None, k: int = 5,
                distance_threshold: float | None = None, *, roles: Sequence[str] | None = None,
@@ -219,27 +174,18 @@ class MessageIndex:
         exclude = set(exclude_ids)
         expr = self._scope(user_id, thread_id, roles, since, until)
         vector = list(vector) if vector is not None else self.embedder.embed(query)
-        out = []
-        for row in nearest(self.index, vector, expr, k + len(exclude), distance_threshold, _RETURN):
-            msg, thread = self._row(row)
-            if msg.id not in exclude:
-                out.append(RecalledMessage(msg, thread, float(row["vector_distance"])))
-        return out[:k]
+        rows = nearest(self.index, vector, expr, k + len(exclude), distance_threshold, _RETURN)
+        return [hit for hit in map(self._recalled, rows) if hit.message.id not in exclude][:k]
 
     def count(self, user_id: str, thread_id: str | None = None) -> int:
         """How many messages of this user (or thread) have a vector."""
-        return int(self.index.query(CountQuery(filter_expression=self._scope(user_id, thread_id, None, None, None))))
+        return int(self.index.query(CountQuery(filter_expression=self._scope(user_id, thread_id))))
 
     def messages(self, user_id: str, thread_id: str | None = None, limit: int = 1000) -> list[RecalledMessage]:
         """Indexed messages of a user (or thread), oldest first, without a query."""
-        q = FilterQuery(filter_expression=self._scope(user_id, thread_id, None, None, None),
-                        return_fields=_RETURN, num_results=limit)
+        q = FilterQuery(filter_expression=self._scope(user_id, thread_id), return_fields=_RETURN, num_results=limit)
         q.sort_by("created_at", asc=True)
-        return [RecalledMessage(*self._row(row), distance=0.0) for row in self.index.query(q)]
-
-    def drop(self) -> None:
-        """Drop the index and every message vector of this namespace."""
-        self.index.delete(drop=True)
+        return [self._recalled(row) for row in self.index.query(q)]
 
 
 def _as_message(item: RecalledMessage | Message) -> Message:
@@ -247,7 +193,7 @@ def _as_message(item: RecalledMessage | Message) -> Message:
 
 
 def _fingerprint(m: Message) -> tuple[str, str]:
-    return m.role, " ".join((m.content or "").split()).casefold()
+    return m.role, " ".join(m.content.split()).casefold()
 
 
 def merge_recalled(window: Sequence[Message], recalled: Sequence[RecalledMessage | Message],
@@ -256,32 +202,26 @@ def merge_recalled(window: Sequence[Message], recalled: Sequence[RecalledMessage
     before it (``prepend``), after it (``append``) or by time (``interleave``); system head first."""
     if strategy not in STRATEGIES:
         raise ValidationError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    window = list(window)
-    head = head_length(window)
-    system, recent = window[:head], window[head:]
-    seen_ids = {m.id for m in window}
-    seen_text = {_fingerprint(m) for m in recent}
+    h = head_length(window)
+    system, recent = list(window[:h]), list(window[h:])
+    seen_ids, seen_text = {m.id for m in window}, {_fingerprint(m) for m in recent}
     extra: list[Message] = []
-    for item in recalled:
-        m = _as_message(item)
-        if m.id in seen_ids or _fingerprint(m) in seen_text:
-            continue
-        seen_ids.add(m.id)
-        seen_text.add(_fingerprint(m))
-        extra.append(m)
+    for m in map(_as_message, recalled):
+        if m.id not in seen_ids and _fingerprint(m) not in seen_text:
+            seen_ids.add(m.id)
+            seen_text.add(_fingerprint(m))
+            extra.append(m)
     extra.sort(key=lambda m: m.created_at)
     if strategy == "prepend":
-        body = extra + recent
-    elif strategy == "append":
-        body = recent + extra
-    else:
-        body = sorted(recent + extra, key=lambda m: m.created_at)  # stable: ties keep window order
-    return system + body
+        return system + extra + recent
+    if strategy == "append":
+        return system + recent + extra
+    return system + sorted(recent + extra, key=lambda m: m.created_at)  # stable: ties keep window order
 
 
 def recall_block(recalled: Sequence[RecalledMessage | Message], header: str = RECALL_HEADER) -> Message | None:
     """Recalled messages as one system message (dated lines), for prompts that keep roles strict."""
-    items = sorted((_as_message(r) for r in recalled), key=lambda m: m.created_at)
+    items = sorted(map(_as_message, recalled), key=lambda m: m.created_at)
     if not items:
         return None
     lines = [f"- {time.strftime('%Y-%m-%d', time.gmtime(m.created_at))} {m.role}: {m.content.strip()}"

@@ -1,9 +1,8 @@
 """Short-term memory: a thread is a Redis LIST of JSON messages, plus trimming policies.
 
-Appends are one RPUSH (delete + rewrite loses messages when two writers race); every write
-slides the TTL. The list stays complete: a summary is a *view* beside it (text + a cursor
-covering the entries before it), so summarizing never loses what was stored. Deleting is a
-separate, deliberate operation that removes entries by value and moves the cursor in one script.
+Appends are one RPUSH (a delete + rewrite loses messages when writers race) and slide the TTL. A summary
+is a *view* beside the complete list (text + a cursor past the entries it covers), so summarizing loses
+nothing; deleting is a deliberate script that removes entries by value and moves the cursor.
 """
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import redis
@@ -27,12 +26,9 @@ SUMMARY_HEADER = "Summary of the earlier conversation:"
 CORRUPT = "__corrupt__"
 
 
-def head_length(messages: Sequence[Message | None]) -> int:
+def head_length(messages: Sequence[Message]) -> int:
     """How many system messages open the list (the system prompt, a summary): always kept."""
-    n = 0
-    while n < len(messages) and messages[n] is not None and messages[n].role == "system":
-        n += 1
-    return n
+    return next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
 
 
 def _call_owner(messages: Sequence[Message]) -> list[int | None]:
@@ -41,9 +37,7 @@ def _call_owner(messages: Sequence[Message]) -> list[int | None]:
     out: list[int | None] = []
     for i, m in enumerate(messages):
         if m.role == "assistant" and m.tool_calls:
-            for call in m.tool_calls:
-                if isinstance(call, dict) and call.get("id"):
-                    owner[str(call["id"])] = i
+            owner |= {str(c["id"]): i for c in m.tool_calls if isinstance(c, dict) and c.get("id")}
         out.append(owner.get(str(m.tool_call_id)) if m.role == "tool" else None)
     return out
 
@@ -51,60 +45,46 @@ def _call_owner(messages: Sequence[Message]) -> list[int | None]:
 def valid_cuts(messages: Sequence[Message]) -> list[int]:
     """Indices where a kept window may start: a user message that no later tool result reaches across."""
     owners = _call_owner(messages)
-    earliest_owner = len(messages)
-    ok = [False] * len(messages)
+    cuts, earliest_owner = [], len(messages)
     for i in range(len(messages) - 1, -1, -1):
         if owners[i] is not None:
             earliest_owner = min(earliest_owner, owners[i])
-        ok[i] = messages[i].role == "user" and earliest_owner >= i
-    return [i for i, good in enumerate(ok) if good]
+        if messages[i].role == "user" and earliest_owner >= i:
+            cuts.append(i)
+    return cuts[::-1]
 
 
 def drop_orphans(messages: Sequence[Message]) -> list[Message]:
     """Remove tool results whose assistant tool call is not in the list."""
-    owners = _call_owner(messages)
-    return [m for m, o in zip(messages, owners) if m.role != "tool" or o is not None]
+    return [m for m, o in zip(messages, _call_owner(messages)) if m.role != "tool" or o is not None]
 
 
-def _window(messages: Sequence[Message], start_at_or_after: int) -> list[Message]:
-    """Head + the conversation from the first valid cut at or after ``start_at_or_after``."""
+def fix_boundaries(messages: Sequence[Message | dict], start: int = 0) -> list[Message]:
+    """The system head + the rest from the first valid cut at or after ``start``: after the head the
+    list starts with a user message, and no tool result is separated from the call that asked for it."""
     msgs = [as_message(m) for m in messages]
     h = head_length(msgs)
-    cut = next((c for c in valid_cuts(msgs) if c >= max(h, start_at_or_after)), len(msgs))
+    cut = next((c for c in valid_cuts(msgs) if c >= max(h, start)), len(msgs))
     return msgs[:h] + drop_orphans(msgs[cut:])
-
-
-def fix_boundaries(messages: Sequence[Message | dict]) -> list[Message]:
-    """Make a (possibly cut) list valid: after the system head it starts with a user message,
-    and no tool result is separated from the assistant message that called it."""
-    return _window(messages, 0)
 
 
 def trim_last(messages: Sequence[Message | dict], n: int) -> list[Message]:
     """The system head + at most the last ``n`` other messages, starting on a valid boundary (if any)."""
     if n < 0:
         raise ValidationError(f"n must be >= 0, got {n}")
-    msgs = [as_message(m) for m in messages]
-    return _window(msgs, len(msgs) - n)
+    return fix_boundaries(messages, len(messages) - n)
 
 
-def trim_to_tokens(messages: Sequence[Message | dict], max_tokens: int,
-                   counter: Callable[[Sequence[Message]], int] = count_tokens) -> list[Message]:
-    """The system head + the longest valid recent window whose estimated tokens fit ``max_tokens``."""
+def trim_to_tokens(messages: Sequence[Message | dict], max_tokens: int) -> list[Message]:
+    """The system head + the longest valid recent window whose tokens (``count_tokens``) fit ``max_tokens``."""
     if max_tokens <= 0:
         raise ValidationError(f"max_tokens must be > 0, got {max_tokens}")
     msgs = [as_message(m) for m in messages]
     h = head_length(msgs)
-    budget = max_tokens - counter(msgs[:h])
-    owners = _call_owner(msgs)
-    per_message = [0 if m.role == "tool" and o is None else counter([m]) for m, o in zip(msgs, owners)]
-    suffix = [0] * (len(msgs) + 1)
-    for i in range(len(msgs) - 1, -1, -1):
-        suffix[i] = suffix[i + 1] + per_message[i]
-    for cut in valid_cuts(msgs):
-        if cut >= h and suffix[cut] <= budget:
-            return msgs[:h] + drop_orphans(msgs[cut:])
-    return msgs[:h]
+    budget = max_tokens - count_tokens(msgs[:h])
+    sizes = [0 if m.role == "tool" and o is None else count_tokens([m]) for m, o in zip(msgs, _call_owner(msgs))]
+    cut = next((c for c in valid_cuts(msgs) if c >= h and sum(sizes[c:]) <= budget), len(msgs))
+    return msgs[:h] + drop_orphans(msgs[cut:])
 
 
 def check_message(message: Message | dict) -> Message:
@@ -120,12 +100,21 @@ def check_message(message: Message | dict) -> Message:
     return m
 
 
-def _decode(raw: str, where: str) -> Message | None:
-    try:
-        return Message.from_json(raw)
-    except (ValueError, TypeError, KeyError, MemoryKitError) as exc:
-        log.warning("skipping corrupt entry in %s: %s (%.60r)", where, exc, raw)
-        return None
+def _decode(raws: Iterable[str], where: str) -> list[Message]:
+    """Stored entries as Messages; a corrupt one is logged and kept as an empty placeholder named CORRUPT."""
+    out = []
+    for raw in raws:
+        try:
+            out.append(Message.from_json(raw))
+        except (ValueError, TypeError, KeyError, MemoryKitError) as exc:
+            log.warning("skipping corrupt entry in %s: %s (%.60r)", where, exc, raw)
+            out.append(Message(role="assistant", content="", name=CORRUPT))
+    return out
+
+
+def readable(messages: Iterable[Message]) -> list[Message]:
+    """The messages without the placeholders of corrupt entries."""
+    return [m for m in messages if m.name != CORRUPT]
 
 
 def digest(raws: Sequence[str]) -> str:
@@ -141,38 +130,35 @@ def parse_summary(raw: str | None) -> dict[str, Any] | None:
         data = json.loads(raw)
     except ValueError:
         data = raw
-    if not isinstance(data, dict):
-        data = {"text": str(data)}
-    data["cursor"] = int(data.get("cursor") or 0)
-    data["covers"] = int(data.get("covers") or 0)
-    data["facts"] = data.get("facts") if isinstance(data.get("facts"), list) else []  # Lua's cjson writes [] as {}
-    return data
+    data = data if isinstance(data, dict) else {"text": str(data)}
+    facts = data.get("facts") if isinstance(data.get("facts"), list) else []  # Lua's cjson writes [] as {}
+    return {**data, "cursor": int(data.get("cursor") or 0), "covers": int(data.get("covers") or 0), "facts": facts}
 
 
-# Read the view in one step: the summary, the system head (entries before the cursor that are
-# system messages) and every entry from the cursor on. A cursor past the list's end is stale
-# (the list expired or was deleted behind the summary's back): that summary is dropped.
-_VIEW = """
-local s = redis.call('GET', KEYS[2])
-local cursor = 0
+# The summary record and its cursor (0 when there is none, or it is unreadable).
+_READ_CURSOR = """
+local s, rec, cursor = redis.call('GET', KEYS[2]), nil, 0
 if s then
   local ok, d = pcall(cjson.decode, s)
-  if ok and type(d) == 'table' and tonumber(d.cursor) then cursor = tonumber(d.cursor) end
+  if ok and type(d) == 'table' and tonumber(d.cursor) then rec, cursor = d, tonumber(d.cursor) end
 end
-if cursor > redis.call('LLEN', KEYS[1]) then redis.call('DEL', KEYS[2]); s, cursor = false, 0 end
-local out = {s or '', cursor, 0}
-if cursor > 0 then
-  local n = 0
-  while n < cursor do
-    local raw = redis.call('LINDEX', KEYS[1], n)
-    local ok, m = pcall(cjson.decode, raw)
-    if not (ok and type(m) == 'table' and m.role == 'system') then break end
-    out[#out + 1] = raw
-    n = n + 1
-  end
-  out[3] = n
+"""
+
+# The view in one step: the summary, the start (the cursor, or past the leading system messages), the
+# system head, and every entry from the start on. A cursor past the list's end is stale: that summary goes.
+_VIEW = _READ_CURSOR + """
+local len = redis.call('LLEN', KEYS[1])
+if cursor > len then redis.call('DEL', KEYS[2]); s, cursor = false, 0 end
+local out, n = {s or '', 0, 0}, 0
+while n < (cursor > 0 and cursor or len) do
+  local raw = redis.call('LINDEX', KEYS[1], n)
+  local ok, m = pcall(cjson.decode, raw)
+  if not (ok and type(m) == 'table' and m.role == 'system') then break end
+  out[#out + 1] = raw
+  n = n + 1
 end
-local tail = redis.call('LRANGE', KEYS[1], cursor, -1)
+out[2], out[3] = math.max(cursor, n), n
+local tail = redis.call('LRANGE', KEYS[1], out[2], -1)
 for i = 1, #tail do out[#out + 1] = tail[i] end
 return out
 """
@@ -194,19 +180,12 @@ return 1
 # Remove entries by value; every removed entry before the cursor moves it back by one. If
 # ARGV[1] == '1' and a covered entry was removed, the summary is dropped (it may repeat what
 # was meant to be forgotten); otherwise it is kept with the moved cursor.
-_REMOVE = """
-local s = redis.call('GET', KEYS[2])
-local rec, cursor = nil, 0
-if s then
-  local ok, d = pcall(cjson.decode, s)
-  if ok and type(d) == 'table' and tonumber(d.cursor) then rec, cursor = d, tonumber(d.cursor) end
-end
-local removed, covered = 0, 0
+_REMOVE = _READ_CURSOR + """
+local covered = 0
 for i = 2, #ARGV do
   local pos = redis.call('LPOS', KEYS[1], ARGV[i])
   if pos then
     redis.call('LREM', KEYS[1], 1, ARGV[i])
-    removed = removed + 1
     if pos < cursor then cursor, covered = cursor - 1, covered + 1 end
   end
 end
@@ -214,31 +193,25 @@ if rec and covered > 0 then
   if ARGV[1] == '1' then redis.call('DEL', KEYS[2])
   else rec.cursor = cursor; redis.call('SET', KEYS[2], cjson.encode(rec), 'KEEPTTL') end
 end
-return {removed, covered}
+return covered
 """
 
 
 @dataclass
 class View:
-    """What a model may see of a thread, read atomically: the system head, the summary record,
-    and the entries from ``start`` on (``messages[i]`` is list position ``start + i``; None if corrupt)."""
-
+    """What a model may see of a thread, read atomically: the system head, the summary record and the
+    entries from list position ``start`` on (``raws``, and as ``messages`` with corrupt placeholders)."""
     head: list[Message]
     summary: dict[str, Any] | None
     summary_raw: str | None
     start: int
     raws: list[str]
-    messages: list[Message | None] = field(default_factory=list)
+    messages: list[Message]
 
     @property
     def recent(self) -> list[Message]:
         """The readable messages after the cursor (tool results without their call dropped)."""
-        return drop_orphans([m for m in self.messages if m is not None])
-
-    @property
-    def positional(self) -> list[Message]:
-        """One message per entry after the cursor (corrupt ones as an empty placeholder)."""
-        return [m if m is not None else Message(role="assistant", content="", name=CORRUPT) for m in self.messages]
+        return drop_orphans(readable(self.messages))
 
 
 class ChatHistory:
@@ -254,11 +227,9 @@ class ChatHistory:
         self.namespace = check_namespace(namespace)
         self.ttl = ttl
         self.key = user_key(namespace, "thread", user_id, thread_id)
-        self.summary_key = user_key(namespace, "thread", user_id, thread_id, "summary")
+        self.summary_key = f"{self.key}:summary"
         self.threads_key = user_key(namespace, "user", user_id, "threads")
-        self._view = r.register_script(_VIEW)
-        self._advance = r.register_script(_ADVANCE)
-        self._remove = r.register_script(_REMOVE)
+        self._view, self._advance, self._remove = map(r.register_script, (_VIEW, _ADVANCE, _REMOVE))
 
     def __repr__(self) -> str:
         return f"ChatHistory(user_id={self.user_id!r}, thread_id={self.thread_id!r}, namespace={self.namespace!r})"
@@ -268,8 +239,7 @@ class ChatHistory:
         if isinstance(message, (str, bytes)):
             raise ValidationError("append takes a Message (or an OpenAI message dict), not a string: "
                                   "use Message(role='user', content=...)")
-        items = [message] if isinstance(message, (Message, dict)) else list(message)
-        msgs = [check_message(m) for m in items]
+        msgs = [check_message(m) for m in ([message] if isinstance(message, (Message, dict)) else message)]
         if not msgs:
             return []
         with self.r.pipeline(transaction=True) as pipe:
@@ -280,20 +250,18 @@ class ChatHistory:
 
     def _touch(self, pipe) -> None:
         """Slide the TTL of the thread and its summary; record activity in the user's thread set."""
-        if self.ttl is not None:
-            pipe.expire(self.key, self.ttl)
-            pipe.expire(self.summary_key, self.ttl)
-        else:
-            pipe.persist(self.key)
-            pipe.persist(self.summary_key)
+        for key in (self.key, self.summary_key):
+            if self.ttl is None:
+                pipe.persist(key)
+            else:
+                pipe.expire(key, self.ttl)
         pipe.zadd(self.threads_key, {self.thread_id: time.time()})
 
     def messages(self, last_n: int | None = None) -> list[Message]:
         """The stored messages, oldest first (only the last ``last_n`` if given); corrupt entries skipped."""
         if last_n is not None and last_n <= 0:
             return []
-        raws = self.r.lrange(self.key, -last_n if last_n else 0, -1)
-        return [m for raw in raws if (m := _decode(raw, self.key)) is not None]
+        return readable(_decode(self.r.lrange(self.key, -last_n if last_n else 0, -1), self.key))
 
     def __len__(self) -> int:
         """How many entries are stored (a summary never changes this)."""
@@ -302,15 +270,9 @@ class ChatHistory:
     def view(self) -> View:
         """The system head, the summary and the entries after its cursor, read in one script call."""
         out = self._view(keys=[self.key, self.summary_key])
-        summary_raw, cursor, n_head = out[0] or None, int(out[1]), int(out[2])
-        head_raws, raws = out[3:3 + n_head], out[3 + n_head:]
-        head = [m for raw in head_raws if (m := _decode(raw, self.key)) is not None]
-        msgs = [_decode(raw, self.key) for raw in raws]
-        start = cursor
-        if cursor == 0:  # nothing covered: the system head opens the list itself
-            n = head_length(msgs)
-            head, raws, msgs, start = [m for m in msgs[:n] if m], raws[n:], msgs[n:], n
-        return View(head, parse_summary(summary_raw), summary_raw, start, raws, msgs)
+        summary_raw, start, n_head = out[0] or None, int(out[1]), int(out[2])
+        head, raws = readable(_decode(out[3:3 + n_head], self.key)), out[3 + n_head:]
+        return View(head, parse_summary(summary_raw), summary_raw, start, raws, _decode(raws, self.key))
 
     def summary_info(self) -> dict[str, Any] | None:
         """The stored summary record: text, facts, cursor, covers (messages folded in), updated_at."""
@@ -318,8 +280,7 @@ class ChatHistory:
 
     def summary(self) -> str | None:
         """The current summary text, or None if the thread was never summarized."""
-        info = self.summary_info()
-        return info.get("text") if info else None
+        return (self.summary_info() or {}).get("text")
 
     def prompt_messages(self, system: str | None = None) -> list[Message]:
         """What to send a model: system prompt, stored system head, the summary, the messages after it."""
@@ -329,21 +290,17 @@ class ChatHistory:
     def prompt_from(view: View, system: str | None = None) -> list[Message]:
         """prompt_messages() for an already-read view."""
         out = [Message(role="system", content=system)] if system else []
-        out += view.head
         text = (view.summary or {}).get("text")
-        if text:
-            out.append(Message(role="system", content=f"{SUMMARY_HEADER}\n{text}"))
-        return out + view.recent
+        summary = [Message(role="system", content=f"{SUMMARY_HEADER}\n{text}")] if text else []
+        return out + view.head + summary + view.recent
 
     def advance(self, view: View, cut: int, record: dict[str, Any]) -> bool:
         """Store ``record`` as the summary covering everything before ``view.start + cut``, atomically:
         only if the summary is still ``view``'s and those entries did not move. False: re-read, retry."""
         end = view.start + cut
-        record = {**record, "cursor": end}
-        ok = self._advance(keys=[self.key, self.summary_key], args=[
-            hashlib.sha1((view.summary_raw or "").encode("utf-8")).hexdigest(), view.start, end,
-            digest(view.raws[:cut]), json.dumps(record, ensure_ascii=False)])
-        return bool(ok)
+        args = [digest([view.summary_raw or ""]), view.start, end, digest(view.raws[:cut]),
+                json.dumps({**record, "cursor": end}, ensure_ascii=False)]
+        return bool(self._advance(keys=[self.key, self.summary_key], args=args))
 
     def clear(self) -> int:
         """Delete the thread, its summary and its entry in the user's thread list; returns messages deleted."""
@@ -356,51 +313,42 @@ class ChatHistory:
             pipe.delete(self.key, self.summary_key)
             pipe.zrem(self.threads_key, self.thread_id)
             raws = pipe.execute()[0]
-        return [m for raw in raws if (m := _decode(raw, self.key)) is not None]
+        return self._deleted(readable(_decode(raws, self.key)))
 
-    def _entries(self) -> tuple[list[str], list[Message]]:
-        raws = self.r.lrange(self.key, 0, -1)
-        return raws, [m if (m := _decode(raw, self.key)) is not None
-                      else Message(role="assistant", content="", name=CORRUPT) for raw in raws]
-
-    def _remove_raws(self, raws: Sequence[str], forget: bool) -> None:
-        if raws:
-            self._remove(keys=[self.key, self.summary_key], args=["1" if forget else "0", *raws])
+    def _deleted(self, messages: list[Message]) -> list[Message]:
+        """Called with what a deletion removed, and returns it: where a subclass cleans up (recall vectors)."""
+        return messages
 
     def delete_first(self, n: int) -> list[Message]:
-        """Delete the first ``n`` messages after the system head, extended to the next valid boundary
-        (the rest then starts with a user message and keeps tool calls with their results).
-        A summary that covered them keeps their gist; its cursor moves back."""
+        """Delete the first ``n`` messages after the system head, up to the next valid boundary; a summary
+        that covered them keeps their gist (its cursor moves back)."""
         if n <= 0:
             return []
-        raws, msgs = self._entries()
+        raws = self.r.lrange(self.key, 0, -1)
+        msgs = _decode(raws, self.key)
         h = head_length(msgs)
         cut = next((c for c in valid_cuts(msgs) if c >= h + n), len(msgs))
-        self._remove_raws(raws[h:cut], forget=False)
-        return [m for m in msgs[h:cut] if m.name != CORRUPT]
+        self._remove(keys=[self.key, self.summary_key], args=["0", *raws[h:cut]])
+        return self._deleted(readable(msgs[h:cut]))
 
     def delete_where(self, predicate: Callable[[Message], bool]) -> list[Message]:
-        """Delete every message matching ``predicate`` (by value, so concurrent appends survive);
-        a tool call and its results go together, and the rest is cut to a valid start. A summary
-        that covered a deleted message is dropped too (it is rebuilt from what is left)."""
-        all_raws, all_msgs = self._entries()
-        pairs = [(raw, m) for raw, m in zip(all_raws, all_msgs) if m.name != CORRUPT]
-        msgs = [m for _, m in pairs]
-        doomed = {i for i, m in enumerate(msgs) if predicate(m)}
+        """Delete every match by value (concurrent appends survive), with its tool call and results, and cut
+        the rest to a valid start. A summary that covered one is dropped (it is rebuilt from what is left)."""
+        raws = self.r.lrange(self.key, 0, -1)
+        entries = [(raw, m) for raw, m in zip(raws, _decode(raws, self.key)) if m.name != CORRUPT]
+        msgs = [m for _, m in entries]
         owners = _call_owner(msgs)
-        for i, o in enumerate(owners):
-            if o is not None and (i in doomed or o in doomed):
-                doomed |= {i, o}
-        kept = [i for i in range(len(msgs)) if i not in doomed]
-        valid = {id(m) for m in fix_boundaries([msgs[i] for i in kept])}
-        doomed |= {i for i in kept if id(msgs[i]) not in valid}
-        if not doomed:
+        doomed = {i for i, m in enumerate(msgs) if predicate(m)}
+        doomed |= {owners[i] for i in doomed if owners[i] is not None}
+        kept = {id(m) for m in fix_boundaries([m for i, m in enumerate(msgs) if i not in doomed])}
+        gone = [(raw, m) for raw, m in entries if id(m) not in kept]
+        if not gone:
             return []
-        self._remove_raws([pairs[i][0] for i in sorted(doomed)], forget=True)
+        self._remove(keys=[self.key, self.summary_key], args=["1", *(raw for raw, _ in gone)])
         with self.r.pipeline(transaction=True) as pipe:
             self._touch(pipe)
             pipe.execute()
-        return [msgs[i] for i in sorted(doomed)]
+        return self._deleted([m for _, m in gone])
 
     def search_messages(self, query: str, k: int = 5, **kwargs) -> list:
         """Search this user's past messages by meaning: needs a history from ``MessageIndex.history``."""

@@ -1,9 +1,8 @@
-"""Summaries of long threads: when to write one (policies), the model task, a trace check,
-and the atomic write that moves the summary's cursor.
+"""Summaries of long threads: when to write one (policies), the model task, a trace check, the atomic write.
 
-``summarize_if_needed`` folds the messages after the cursor (all but the last ``keep_last``)
-into the previous summary, checks that every fact traces to a source, then stores it with its
-new cursor in one script call that refuses if the thread or the summary changed meanwhile.
+``summarize_if_needed`` folds the messages after the cursor (all but the last ``keep_last``) into the
+previous summary, keeps the facts that trace to a source, then stores them with the new cursor in one
+script call that refuses if the thread or the summary changed meanwhile.
 """
 from __future__ import annotations
 
@@ -11,15 +10,15 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from typing import Literal, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from ..errors import ValidationError
 from ..llm.task import ChatModel, Task, TaskFailed, Text, run_task
-from ..messages import Message, count_tokens
-from .short_term import ChatHistory, View, valid_cuts, CORRUPT
+from ..messages import Message, Role, count_tokens
+from .short_term import ChatHistory, readable, valid_cuts
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +39,6 @@ a thread that is further behind catches up over the next calls."""
 
 class SummaryPolicy(Protocol):
     """When to summarize a thread, and how many recent messages to keep verbatim."""
-
     keep_last: int
 
     def triggered(self, prompt: Sequence[Message], conversation: Sequence[Message]) -> bool: ...
@@ -50,7 +48,6 @@ class SummaryPolicy(Protocol):
 class ByCount:
     """Summarize when more than ``max_messages`` follow the summary (system prompt not counted);
     afterwards the model sees: system prompt + one summary + the last ``keep_last`` messages."""
-
     max_messages: int = 10
     keep_last: int = 4
 
@@ -66,7 +63,6 @@ class ByCount:
 class ByTokens:
     """Summarize when the prompt (summary included) is estimated above ``max_tokens``;
     afterwards: summary + the last ``keep_last`` messages."""
-
     max_tokens: int = 4000
     keep_last: int = 20
 
@@ -80,14 +76,12 @@ class ByTokens:
 
 class SourceMessage(BaseModel):
     """One message to fold into the summary."""
-
-    role: Literal["system", "user", "assistant", "tool"]
+    role: Role
     content: str
 
 
 class SummarizeInput(BaseModel):
     """The previous summary's facts, the messages to fold in, and how many facts may be kept."""
-
     previous: list[str] = Field(default_factory=list)
     messages: list[SourceMessage]
     max_facts: int = MAX_FACTS
@@ -95,7 +89,6 @@ class SummarizeInput(BaseModel):
 
 class Summary(BaseModel):
     """The updated summary: one short fact per item."""
-
     facts: list[Text]
 
     @property
@@ -147,15 +140,13 @@ of data/conversations/planted.jsonl; see benchmarks/short_term.py --check)."""
 def anchors(text: str) -> set[str]:
     """Tokens a fact cannot invent: numbers and capitalised words past the first (names, places, months)."""
     tokens = _WORD.findall(text)
-    out = {t.lower() for t in tokens if any(c.isdigit() for c in t)}
-    out |= {t.lower() for t in tokens[1:] if t[0].isupper() and t.lower() not in _ROLE_WORDS}
-    return out
+    numbers = {t.lower() for t in tokens if any(c.isdigit() for c in t)}
+    return numbers | {t.lower() for t in tokens[1:] if t[0].isupper() and t.lower() not in _ROLE_WORDS}
 
 
 @dataclass
 class Trace:
     """A fact, the source it is closest to (index into the sources) and whether it traces."""
-
     fact: str
     source: int
     similarity: float
@@ -168,9 +159,7 @@ class Trace:
 
 def trace(facts: Sequence[str], sources: Sequence[str], embedder) -> list[Trace]:
     """For each fact: its closest source by embedding similarity, and the anchors no source contains."""
-    if not facts:
-        return []
-    if not sources:
+    if not facts or not sources:
         return [Trace(f, -1, 0.0, anchors(f)) for f in facts]
     vecs = np.asarray(embedder.embed_many([*facts, *sources]), dtype=np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True).clip(1e-9)
@@ -180,16 +169,9 @@ def trace(facts: Sequence[str], sources: Sequence[str], embedder) -> list[Trace]
             for i, f in enumerate(facts)]
 
 
-def check_summary(summary: Summary, sources: Sequence[str], embedder) -> tuple[list[str], list[Trace]]:
-    """The facts that trace to a source (kept) and the traces of those that do not (dropped)."""
-    traces = trace(summary.facts, sources, embedder)
-    return [t.fact for t in traces if t.ok], [t for t in traces if not t.ok]
-
-
 def _cut(msgs: Sequence[Message], keep_last: int, max_batch: int = MAX_BATCH) -> int:
-    """Where the kept tail starts: a valid boundary keeping at most ``keep_last`` messages,
-    else the latest valid boundary before (keeping a few more rather than none); and no
-    further than ``max_batch`` messages in, when a valid boundary allows."""
+    """Where the kept tail starts: the first valid boundary keeping at most ``keep_last`` messages (else the
+    last one before it), moved back to at most ``max_batch`` messages in when a valid boundary allows."""
     cuts = [c for c in valid_cuts(msgs) if c > 0]
     later = [c for c in cuts if c >= len(msgs) - keep_last]
     cut = later[0] if later else (cuts[-1] if cuts else 0)
@@ -202,25 +184,17 @@ def _cut(msgs: Sequence[Message], keep_last: int, max_batch: int = MAX_BATCH) ->
 def summarize_if_needed(history: ChatHistory, llm: ChatModel, policy: SummaryPolicy | None = None, *,
                         embedder=None, attempts: int = 3) -> bool:
     """Fold the older messages of ``history`` into its summary if ``policy`` says so; True if written.
-
-    Reads the view, asks the model (slow, outside any transaction), drops facts that trace to no
-    source, then moves the cursor atomically. On a conflict (another summarizer or a deletion won
-    the race) it re-reads and retries; appends never conflict. A failed task is logged and skipped:
-    nothing is stored, nothing is lost.
-    """
+    The model runs outside any transaction; a conflicting write means re-read and retry, a failed task skips."""
     policy = policy or ByCount()
     for _ in range(attempts):
-        view: View = history.view()
-        msgs = view.positional
-        conversation = [m for m in msgs if m.name != CORRUPT]
-        if not policy.triggered(history.prompt_from(view), conversation):
+        view = history.view()
+        if not policy.triggered(history.prompt_from(view), readable(view.messages)):
             return False
-        cut = _cut(msgs, policy.keep_last)
+        cut = _cut(view.messages, policy.keep_last)
         if cut <= 0:
             return False
         old = view.summary or {}
-        batch = [m for m in msgs[:cut] if m.name != CORRUPT]
-        previous = list(old.get("facts") or [])
+        batch, previous = readable(view.messages[:cut]), old.get("facts", [])
         try:
             summary = summarize_messages(batch, llm, previous=previous)
         except TaskFailed as exc:
@@ -230,16 +204,16 @@ def summarize_if_needed(history: ChatHistory, llm: ChatModel, policy: SummaryPol
             from ..embeddings import get_embedder
 
             embedder = get_embedder(history.r)
-        kept, dropped = check_summary(summary, [*previous, *(m.content for m in source(batch))], embedder)
+        traces = trace(summary.facts, [*previous, *(m.content for m in source(batch))], embedder)
+        kept, dropped = [t.fact for t in traces if t.ok], [t for t in traces if not t.ok]
         if dropped and not kept:
             log.warning("summary of %s skipped: none of its %d facts traces to a message", history.key, len(dropped))
             return False
         for t in dropped:
             log.info("summary fact dropped, it traces to no message (similarity %.2f, missing %s): %r",
                      t.similarity, sorted(t.missing), t.fact)
-        record = {"text": "\n".join(f"- {f}" for f in kept), "facts": kept,
-                  "covers": int(old.get("covers", 0)) + cut, "dropped": len(dropped),
-                  "updated_at": time.time(), "last_id": msgs[cut - 1].id}
+        record = {"text": Summary(facts=kept).text, "facts": kept, "covers": old.get("covers", 0) + cut,
+                  "dropped": len(dropped), "updated_at": time.time(), "last_id": view.messages[cut - 1].id}
         if history.advance(view, cut, record):
             return True
     return False
