@@ -25,7 +25,13 @@ from .index import json_docs
 MODES = ("vector", "text", "hybrid")
 DAY = 86400.0
 _RETURN = ["id", "created_at", "last_accessed"]
+# RRF's usual k and equal weights for the two main lists; the cue weight and the common-word share
+# were tuned on the dev split of data/longmem only (notebook 09 reports the test split).
+RRF_K = 60
+CUE_WEIGHT = 0.5  # each speaker- or date-restricted list
+MAX_TERM_SHARE = 0.2  # a word in a larger share of the user's memories (and in more than MIN_COMMON) is dropped
 MIN_COMMON = 3
+DEPTH = 50  # candidates fetched per list
 
 
 @dataclass(frozen=True)
@@ -52,22 +58,6 @@ class Recency:
         freshness = 0.5 ** (max(now - used, 0.0) / DAY / max(self.half_life_last_access_days, 1e-3))
         total = self.novelty_weight + self.freshness_weight
         return (self.novelty_weight * novelty + self.freshness_weight * freshness) / (total or 1.0)
-
-
-@dataclass(frozen=True)
-class Fusion:
-    """How the ranked lists are fused: RRF's usual k=60 and equal weights; the cue weight and the
-    common-word share were tuned on the dev split of ``data/longmem`` only (notebook 09)."""
-
-    rrf_k: int = 60
-    vector_weight: float = 1.0
-    text_weight: float = 1.0
-    cue_weight: float = 0.5  # each speaker- or date-restricted list
-    max_term_share: float = 0.2  # words in more of the user's memories are not searched
-    depth: int = 50  # candidates fetched per list
-
-
-DEFAULT_FUSION = Fusion()
 
 
 @dataclass
@@ -179,9 +169,8 @@ def scoped_terms(index, terms: Sequence[str], expr, max_share: float) -> list[st
     """
     if not terms or max_share >= 1:
         return list(terms)
-    queries = [CountQuery(expr)] + [CountQuery(_and(expr, Text("content") % re.sub(r"(\W)", r"\\\1", t)))
-                                    for t in terms]
-    total, *counts = index.batch_query(queries, batch_size=len(queries))
+    with_term = [_and(expr, Text("content") % re.sub(r"(\W)", r"\\\1", t)) for t in terms]
+    total, *counts = index.batch_query([CountQuery(e) for e in [expr, *with_term]], batch_size=len(terms) + 1)
     return [t for t, n in zip(terms, counts) if n <= max(max_share * total, MIN_COMMON)]
 
 
@@ -195,15 +184,14 @@ def rrf(lists: dict[str, Sequence[str]], weights: dict[str, float], k: int = 60)
 
 
 def rank(index, query: str, vector: Sequence[float] | None, expr, *, k: int = 5, mode: str = "hybrid",
-         recency: Recency | None = None, fusion: Fusion = DEFAULT_FUSION,
-         cues: bool = True) -> list[Candidate]:
+         recency: Recency | None = None) -> list[Candidate]:
     """The ``k`` best candidates for ``query`` under ``mode``, each with its score components."""
     if mode not in MODES:
         raise ValidationError(f"mode must be one of {MODES}, got {mode!r}")
-    depth = max(fusion.depth, k) if (mode == "hybrid" or recency) else k
-    terms = scoped_terms(index, query_terms(query), expr, fusion.max_term_share) if mode != "vector" else []
+    depth = max(DEPTH, k) if (mode == "hybrid" or recency) else k
+    terms = scoped_terms(index, query_terms(query), expr, MAX_TERM_SHARE) if mode != "vector" else []
     scopes = {"": expr}  # the cue lists: "@date" / "@speaker" restrict the scope further
-    if mode == "hybrid" and cues:
+    if mode == "hybrid":
         window = date_window(query)
         if window:
             scopes["@date"] = _and(expr, (Num("valid_from") >= window[0]) & (Num("valid_from") < window[1]))
@@ -214,10 +202,10 @@ def rank(index, query: str, vector: Sequence[float] | None, expr, *, k: int = 5,
     for cue, scope in scopes.items():
         if mode in ("vector", "hybrid"):
             queries["vector" + cue] = vector_query(vector, scope, depth)
-            weights["vector" + cue] = fusion.cue_weight if cue else fusion.vector_weight
+            weights["vector" + cue] = CUE_WEIGHT if cue else 1.0
         if mode in ("text", "hybrid") and terms:
             queries["text" + cue] = text_query(terms, scope, depth)
-            weights["text" + cue] = fusion.cue_weight if cue else fusion.text_weight
+            weights["text" + cue] = CUE_WEIGHT if cue else 1.0
     lists = dict(zip(queries, index.batch_query(list(queries.values()), batch_size=max(len(queries), 1))))
     found: dict[str, Candidate] = {}
     for name, rows in lists.items():
@@ -230,8 +218,8 @@ def rank(index, query: str, vector: Sequence[float] | None, expr, *, k: int = 5,
                 c.distance = float(row["vector_distance"])
             if name == "text":
                 c.text_score = float(row["score"])
-    fused = rrf({n: [row["id"] for row in rows] for n, rows in lists.items()}, weights, fusion.rrf_k)
-    best = sum(weights[n] for n, rows in lists.items() if rows) / (fusion.rrf_k + 1) or 1.0
+    fused = rrf({n: [row["id"] for row in rows] for n, rows in lists.items()}, weights, RRF_K)
+    best = sum(weights[n] for n, rows in lists.items() if rows) / (RRF_K + 1) or 1.0
     now = recency.now if recency and recency.now is not None else time.time()
     for c in found.values():
         c.fused = fused.get(c.id, 0.0) / best  # 1.0 = first in every list
@@ -257,13 +245,12 @@ def _distances(store, candidates: list[Candidate], vector: Sequence[float] | Non
 
 
 def search(store, query: str, vector: Sequence[float] | None, expr, *, user_id, memory_types,
-           k: int = 5, mode: str = "hybrid", recency: Recency | bool | None = None,
-           fusion: Fusion = DEFAULT_FUSION) -> list:
+           k: int = 5, mode: str = "hybrid", recency: Recency | bool | None = None) -> list:
     """MemoryStore.search for ``mode="text" | "hybrid"`` or with ``recency``: MemoryHits whose
     ``distance``, ``text_score``, ``recency``, ``score`` and ``rank`` explain the order."""
     if recency is True:
         recency = Recency()
-    candidates = rank(store.index, query, vector, expr, k=k, mode=mode, recency=recency or None, fusion=fusion)
+    candidates = rank(store.index, query, vector, expr, k=k, mode=mode, recency=recency or None)
     _distances(store, candidates, vector)
     rows = [{"id": c.id, "vector_distance": c.distance if c.distance is not None else float("nan")}
             for c in candidates]
