@@ -389,8 +389,8 @@ def consolidate(store: MemoryStore, user_id: str, *, memory_types: Sequence[str]
                     break
                 if any(dist[j, c] > distance_threshold for c in cluster):
                     continue
-                if use_decider and not (content_hash(memories[j].content) == content_hash(memories[i].content)
-                                        or decide(memories[j].content, [memories[i]], llm).action == "NOOP"):
+                same = memories[j].content_hash == memories[i].content_hash
+                if use_decider and not same and decide(memories[j].content, [memories[i]], llm).action != "NOOP":
                     continue
                 cluster.append(j)
             if len(cluster) > 1:

@@ -158,12 +158,10 @@ class MemoryStore:
         return memories
 
     def _write(self, memory: Memory, vector: list[float] | None = None, pipe=None) -> None:
-        doc = self._doc(memory, vector if vector is not None else self._vector(memory.id))
-        (pipe or self.redis).json().set(self.key(memory.id), "$", doc)
-
-    def _vector(self, memory_id: str) -> list[float]:
-        got = self.redis.json().get(self.key(memory_id), "$.embedding")
-        return got[0] if got else self.embedder.embed(self.get(memory_id).content)
+        if vector is None:  # unchanged content: keep the stored embedding
+            got = self.redis.json().get(self.key(memory.id), "$.embedding")
+            vector = got[0] if got else self.embedder.embed(memory.content)
+        (pipe or self.redis).json().set(self.key(memory.id), "$", self._doc(memory, vector))
 
     def update(self, memory_id: str, content: str | None = None, *, topics: Sequence[str] | None = None,
                metadata: dict | None = None) -> Memory:
@@ -229,10 +227,9 @@ class MemoryStore:
         ``mode="text" | "hybrid"`` and ``recency`` rank as in :mod:`.retrieval`."""
         if user_id is not None:
             check_id(user_id, "user_id")
-        if topics:
-            extra = Tag("topics") == [t.lower() for t in topics]
-            filters = extra if filters is None else filters & extra
         expr = self._filter(user_id, memory_types, as_of, include_superseded, filters)
+        if topics:
+            expr = expr & (Tag("topics") == [t.lower() for t in topics])
         vector = list(vector) if vector is not None else self.embedder.embed(query)
         threshold = distance_threshold if distance_threshold is not None else self.distance_threshold
         if mode != "vector" or recency:
