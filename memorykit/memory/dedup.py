@@ -221,8 +221,12 @@ class MemoryDecision(BaseModel):
         return self
 
 
+def _render(inp: DecideInput) -> str:
+    return "\n".join([f"NEW: {inp.new}", "EXISTING:", *(f"{e.id}: {e.fact}" for e in inp.existing)])
+
+
 DECIDE = Task("decide_memory", prompt=DECIDE_PROMPT, input=DecideInput, output=MemoryDecision, max_tokens=150,
-              render=lambda inp: "\n".join([f"NEW: {inp.new}", "EXISTING:", *(f"{e.id}: {e.fact}" for e in inp.existing)]))
+              render=_render)
 
 
 def decide(new_fact: str, existing: Sequence[Memory | str], llm=None) -> MemoryDecision:
