@@ -1,13 +1,10 @@
 """Deduplication and consolidation: is a new fact new, a duplicate, or an update?
 
-:func:`remember` runs a cascade that asks a model only when it must: **exact** (the content hash is
-stored: NOOP) -> **semantic** (nothing within ``CANDIDATE_DISTANCE``: ADD; a near-identical memory
-with the same numbers, names and negations: NOOP) -> **decided** (the ``decide_memory`` task answers
-ADD | UPDATE | INVALIDATE | NOOP for the numbered candidates, with a reason).
-
-Nothing is overwritten: UPDATE / INVALIDATE close the old memory (``invalid_at``, ``superseded_by``)
-and link the new one back (``supersedes``), so ``search(as_of=t)`` and ``history`` tell what was true
-when. Writes are optimistic transactions per user and type (WATCH the ledger, MULTI/EXEC, retry).
+:func:`remember` asks a model only when it must: **exact** (same content hash: NOOP) -> **semantic**
+(nothing near: ADD; near-identical with the same numbers, names and negations: NOOP) -> **decided**
+(the ``decide_memory`` task answers ADD | UPDATE | INVALIDATE | NOOP). Nothing is overwritten: an
+update closes the old memory and links both ways, so ``search(as_of=t)`` and ``history`` tell what
+was true when. Writes are optimistic transactions per user and type (WATCH the ledger, MULTI/EXEC).
 """
 from __future__ import annotations
 
@@ -22,7 +19,7 @@ import numpy as np
 import redis
 from pydantic import BaseModel, field_validator, model_validator
 from redisvl.query import FilterQuery
-from redisvl.query.filter import Tag
+from redisvl.query.filter import FilterExpression, Tag
 
 from ..errors import MemoryKitError, ValidationError
 from ..keys import check_id, key
@@ -77,7 +74,7 @@ _KEEP = {"is", "was", "has", "had", "would", "will", "can", "could", "should", "
 
 
 def _agree(m: re.Match) -> str:
-    subject, adverb, verb = m.group(1), m.group(2) or "", m.group(3)
+    subject, adverb, verb = m.groups("")
     if verb in _THIRD_PERSON:
         verb = _THIRD_PERSON[verb]
     elif not (verb in _KEEP or verb.endswith(("ed", "s", "n't"))):
@@ -101,7 +98,8 @@ def as_fact(text: str, subject: str = "User") -> str:
     return text[:1].upper() + text[1:]
 
 
-def _scope(user_id: str, memory_type: str):  # exactly this user's current memories of this type
+def _scope(user_id: str, memory_type: str) -> FilterExpression:
+    """Exactly this user's current memories of this type."""
     return owner_filter(user_id) & (Tag("memory_type") == memory_type) & validity()
 
 
@@ -142,12 +140,12 @@ def find_similar(store: MemoryStore, content: str, user_id: str | None, memory_t
     if len(ids) <= EXACT_SCAN_LIMIT:  # the usual case: exact cosine distances in numpy
         ids = sorted(ids)
         docs = json_docs(store.redis, [store.key(mid) for mid in ids], "$.embedding", "$.invalid_at")
-        found = [(mid, got["$.embedding"][0]) for mid, got in zip(ids, docs)
-                 if got and got.get("$.embedding") and not got.get("$.invalid_at")]
+        found = {mid: got["$.embedding"][0] for mid, got in zip(ids, docs)
+                 if got and got.get("$.embedding") and not got.get("$.invalid_at")}
         if not found:
             return []
-        distances = 1.0 - np.asarray([v for _, v in found], dtype=np.float32) @ vector
-        rows = sorted(zip(distances.tolist(), [mid for mid, _ in found]))[:k]
+        distances = 1.0 - np.asarray(list(found.values()), dtype=np.float32) @ vector
+        rows = sorted(zip(distances.tolist(), found))[:k]
     else:
         found = nearest(store.index, vector.tolist(), scope, k)
         rows = [(float(row["vector_distance"]), mid) for row, mid in zip(found, row_ids(found))]
@@ -223,8 +221,12 @@ class MemoryDecision(BaseModel):
         return self
 
 
+def _render(inp: DecideInput) -> str:
+    return "\n".join([f"NEW: {inp.new}", "EXISTING:", *(f"{e.id}: {e.fact}" for e in inp.existing)])
+
+
 DECIDE = Task("decide_memory", prompt=DECIDE_PROMPT, input=DecideInput, output=MemoryDecision, max_tokens=150,
-              render=lambda inp: "\n".join([f"NEW: {inp.new}", "EXISTING:", *(f"{e.id}: {e.fact}" for e in inp.existing)]))
+              render=_render)
 
 
 def decide(new_fact: str, existing: Sequence[Memory | str], llm=None) -> MemoryDecision:
@@ -239,12 +241,10 @@ def decide(new_fact: str, existing: Sequence[Memory | str], llm=None) -> MemoryD
     try:
         out = run_task(llm, DECIDE, DecideInput(new=new_fact, existing=[
             ExistingFact(id=i, fact=f) for i, f in enumerate(facts)]))
-    except TaskFailed as exc:
-        log.warning("decider failed (%s); adding the fact instead", exc.reason)
-        return MemoryDecision(action="ADD", reason=f"decider failed: {exc.reason}")
-    except Exception as exc:  # a backend that broke in a way of its own: still never lose the fact
-        log.warning("decider failed (%s: %s); adding the fact instead", type(exc).__name__, exc)
-        return MemoryDecision(action="ADD", reason=f"decider failed: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # TaskFailed, or a backend that broke in a way of its own: never lose the fact
+        reason = exc.reason if isinstance(exc, TaskFailed) else f"{type(exc).__name__}: {exc}"
+        log.warning("decider failed (%s); adding the fact instead", reason)
+        return MemoryDecision(action="ADD", reason=f"decider failed: {reason}")
     if out.action == "ADD":
         return out.model_copy(update={"target": None})
     if not 0 <= out.target < len(facts):
@@ -254,8 +254,7 @@ def decide(new_fact: str, existing: Sequence[Memory | str], llm=None) -> MemoryD
 
 
 def remember(store: MemoryStore, content: str, user_id: str | None = None, memory_type: str = "episodic",
-             observed_at: float | None = None, llm=None, *, tiers: Sequence[str] = TIERS, k: int = 5,
-             candidate_distance: float = CANDIDATE_DISTANCE, duplicate_distance: float = SEMANTIC_DUPLICATE_DISTANCE,
+             observed_at: float | None = None, llm=None, *, tiers: Sequence[str] = TIERS,
              topics: Sequence[str] | None = None, metadata: dict | None = None,
              source_thread: str | None = None, source_messages: Sequence[str] | None = None) -> Decision:
     """hash -> vectors -> decision -> apply, atomically for this user and memory type. ``tiers`` picks
@@ -276,7 +275,7 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
             raise MemoryKitError(f"remember() gave up after {MAX_RETRIES} conflicting writes for one user; "
                                  "retry later or write less concurrently")
         fresh = replace(new)  # each attempt starts from the fact as given
-        decision = _cascade(store, fresh, vector, tiers, k, candidate_distance, duplicate_distance, llm)
+        decision = _cascade(store, fresh, vector, tiers, llm)
         calls[0] += decision.model_calls
         decision.model_calls = calls[0]
         if decision.action != "NOOP":
@@ -288,16 +287,15 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
     return store.redis.transaction(attempt, ledger, value_from_callable=True)
 
 
-def _cascade(store, new: Memory, vector, tiers, k, candidate_distance, duplicate_distance, llm) -> Decision:
+def _cascade(store: MemoryStore, new: Memory, vector, tiers: Sequence[str], llm) -> Decision:
     if "exact" in tiers:
         same = find_exact(store, new.content, new.user_id, new.memory_type)
         if same is not None:
             return Decision("NOOP", same, same, "the same text is already stored", "exact", 0.0)
     if "semantic" not in tiers and "decided" not in tiers:
         return Decision("ADD", new, None, "no exact duplicate", "exact")
-    radius = candidate_distance if "decided" in tiers else duplicate_distance
-    hits = find_similar(store, new.content, new.user_id, new.memory_type, k=k, distance_threshold=radius,
-                        vector=vector)
+    radius = CANDIDATE_DISTANCE if "decided" in tiers else SEMANTIC_DUPLICATE_DISTANCE
+    hits = find_similar(store, new.content, new.user_id, new.memory_type, distance_threshold=radius, vector=vector)
     if not hits:
         return Decision("ADD", new, None, f"no memory within distance {radius}", "semantic")
     nearest = hits[0]
@@ -395,8 +393,8 @@ def consolidate(store: MemoryStore, user_id: str, *, memory_types: Sequence[str]
                     break
                 if any(dist[j, c] > distance_threshold for c in cluster):
                     continue
-                if use_decider and not (content_hash(memories[j].content) == content_hash(memories[i].content)
-                                        or decide(memories[j].content, [memories[i]], llm).action == "NOOP"):
+                same = memories[j].content_hash == memories[i].content_hash
+                if use_decider and not same and decide(memories[j].content, [memories[i]], llm).action != "NOOP":
                     continue
                 cluster.append(j)
             if len(cluster) > 1:
@@ -417,9 +415,8 @@ def _merge(store: MemoryStore, merge: Merge) -> None:
     kept.metadata = {**kept.metadata, "merged_from": merged_from, "source_threads": threads}
     ledger = ledger_key(store, kept.user_id, kept.memory_type)
     pipe = store.redis.pipeline(transaction=True)
-    pipe.json().set(store.key(kept.id), "$.source_messages", messages)
-    pipe.json().set(store.key(kept.id), "$.metadata", kept.metadata)
-    pipe.json().set(store.key(kept.id), "$.updated_at", now)
+    for path, value in (("source_messages", messages), ("metadata", kept.metadata), ("updated_at", now)):
+        pipe.json().set(store.key(kept.id), f"$.{path}", value)
     for m in merge.merged:
         _close(store, pipe, m, now, kept.id)
         if m.content_hash != kept.content_hash:

@@ -133,15 +133,12 @@ class ExtractedMemories(BaseModel):
         items = _items(data)
         if not items and data not in ([], {}, {"memories": []}):
             raise ValueError(f"expected {{'memories': [...]}}, got {str(data)[:80]!r}")
-        cleaned, seen = [], set()
-        for item in items:
-            got = _clean(item)
-            if got and got["content"].casefold() not in seen:
-                seen.add(got["content"].casefold())
-                cleaned.append(got)
+        cleaned = {}  # by casefolded content: the first of each duplicate wins
+        for got in filter(None, map(_clean, items)):
+            cleaned.setdefault(got["content"].casefold(), got)
         if items and not cleaned:
             raise ValueError("no item has a type (episodic or semantic) and real content")
-        return {"memories": cleaned}
+        return {"memories": list(cleaned.values())}
 
 
 EXTRACT = Task("extract_memories", EXTRACTION_PROMPT, input=ExtractInput, output=ExtractedMemories,
@@ -168,11 +165,10 @@ def extract_memories(messages: str | Message | Sequence[Message | dict], llm=Non
         return []
     if llm is None:
         from ..llm import get_llm
-
         llm = get_llm()
     try:
         out = run_task(llm, EXTRACT, ExtractInput(messages=msgs))
     except TaskFailed as exc:
         log.warning("memory extraction failed (%s); no memories stored", exc.reason)
         return []
-    return [CandidateMemory(m.type, m.content) for m in out.memories if not is_placeholder(m.content)]
+    return [CandidateMemory(m.type, m.content) for m in out.memories]

@@ -1,8 +1,6 @@
-"""Forgetting policies for long-term memory: by age, by inactivity, by a per-user budget.
-
-A store that only grows gets slower and, for facts that change, more often wrong.
-:func:`plan` is the dry run, :func:`forget` applies it; pinned memories (``metadata.pinned``)
-are never forgotten. The rules follow Redis's agent-memory-server.
+"""Forgetting policies for long-term memory (as in Redis's agent-memory-server): by age, by
+inactivity, by a per-user budget. A store that only grows gets slower and, for facts that change,
+more often wrong. Pinned memories (``metadata.pinned``) are never forgotten.
 """
 from __future__ import annotations
 
@@ -12,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from redisvl.query import FilterQuery
-from redisvl.query.filter import FilterExpression
 
 from .index import SYSTEM_USER, delete_keys, owner_filter
 from .retrieval import DAY, Recency, as_float
@@ -50,27 +47,19 @@ class Forget:
     reason: str
 
 
-def _rows(store, user_id: str | None):
-    """Every memory document of the namespace (or of one owner), current and superseded."""
-    expr: FilterExpression | str = owner_filter(user_id) if user_id is not None else "*"
-    q = FilterQuery(filter_expression=expr, return_fields=_FIELDS, num_results=1000)
-    for page in store.index.paginate(q, page_size=1000):
-        yield from page
-
-
 def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
          now: float | None = None) -> list[Forget]:
     """The dry run: what the policy would delete and why, never a pinned memory (``user_id``: one owner)."""
     now = time.time() if now is None else now
-    types = set(policy.memory_types) if policy.memory_types else None
+    everyone = FilterQuery(filter_expression=owner_filter(user_id) if user_id is not None else "*",
+                           return_fields=_FIELDS, num_results=1000)  # current and superseded
     out: dict[str, Forget] = {}
     kept: dict[str, list[tuple[float, str, dict]]] = defaultdict(list)
-    for row in _rows(store, user_id):
+    for row in (row for page in store.index.paginate(everyone, page_size=1000) for row in page):
         mid = row["id"].rsplit(":", 1)[-1]
         owner, mtype = row.get("$.user_id", ""), row.get("$.memory_type", "")
-        if str(row.get("$.metadata.pinned", "")).lower() in ("true", "1"):
-            continue
-        if types is not None and mtype not in types:
+        pinned = str(row.get("$.metadata.pinned", "")).lower() in ("true", "1")
+        if pinned or (policy.memory_types and mtype not in policy.memory_types):
             continue
         created = as_float(row.get("$.created_at")) or now
         used = as_float(row.get("$.last_accessed")) or created

@@ -5,7 +5,9 @@ scoped query is built by :func:`owner_filter` or :func:`user_scope`: no store wr
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import operator
 import re
 import unicodedata
 from typing import Any, Iterable, Sequence
@@ -31,31 +33,16 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:32]
 
 
-_COMPARED_ATTRS = ("case_sensitive", "separator", "index_missing", "dims", "algorithm",
-                   "distance_metric", "datatype")
+_COMPARED_ATTRS = ("case_sensitive", "separator", "index_missing", "dims", "algorithm", "distance_metric", "datatype")
 
 
 def _signature(schema: IndexSchema) -> dict[str, Any]:
-    """What must match between the code's schema and the index in Redis."""
-    def value(v):
-        return getattr(v, "value", v)
-
-    fields = {}
-    for name, fld in schema.fields.items():
-        attrs = {a: str(value(getattr(fld.attrs, a))).lower() for a in _COMPARED_ATTRS
-                 if hasattr(fld.attrs, a)}
-        fields[name] = (str(value(fld.type)).lower(), getattr(fld, "path", None), attrs)
-    return {"prefix": schema.index.prefix, "storage": str(value(schema.index.storage_type)),
-            "fields": fields}
-
-
-def _differences(want: dict[str, Any], have: dict[str, Any]) -> list[str]:
-    out = [f"{k}: index has {have[k]!r}, code expects {want[k]!r}"
-           for k in ("prefix", "storage") if want[k] != have[k]]
-    for name in sorted(set(want["fields"]) | set(have["fields"])):
-        w, h = want["fields"].get(name), have["fields"].get(name)
-        if w != h:
-            out.append(f"field {name!r}: index has {h}, code expects {w}")
+    """What must match between the code's schema and the index in Redis (other attributes may vary)."""
+    spec = schema.to_dict()
+    out: dict[str, Any] = {"prefix": spec["index"]["prefix"], "storage": spec["index"]["storage_type"]}
+    for f in spec["fields"]:
+        attrs = {a: str(v).lower() for a, v in f.get("attrs", {}).items() if a in _COMPARED_ATTRS}
+        out[f"field {f['name']!r}"] = (f["type"], f.get("path"), attrs)
     return out
 
 
@@ -71,8 +58,9 @@ def ensure_index(client: redis.Redis, schema_dict: dict[str, Any]) -> SearchInde
             if not index.exists():
                 raise
     name = schema_dict["index"]["name"]
-    existing = SearchIndex.from_existing(name, redis_client=client)
-    diffs = _differences(_signature(wanted), _signature(existing.schema))
+    want, have = _signature(wanted), _signature(SearchIndex.from_existing(name, redis_client=client).schema)
+    diffs = [f"{k}: index has {have.get(k)!r}, code expects {want.get(k)!r}"
+             for k in sorted(want.keys() | have.keys()) if want.get(k) != have.get(k)]
     if diffs:
         raise SchemaMismatchError(
             f"index {name!r} exists in Redis with a different schema than this code expects:\n  "
@@ -87,9 +75,9 @@ def row_ids(rows: Iterable[dict[str, Any]]) -> list[str]:
     return [row["id"].rsplit(":", 1)[-1] for row in rows]
 
 
-def vector_field(dims: int, name: str = "embedding", **extra: Any) -> dict[str, Any]:
+def vector_field(dims: int) -> dict[str, Any]:
     """The schema entry of an embedding: HNSW, cosine distance, float32."""
-    return {"name": name, "type": "vector", **extra,
+    return {"name": "embedding", "type": "vector",
             "attrs": {"algorithm": "hnsw", "dims": dims, "distance_metric": "cosine", "datatype": "float32"}}
 
 
@@ -97,9 +85,9 @@ def nearest(index: SearchIndex, vector: Sequence[float], expr: FilterExpression 
             threshold: float | None = None, fields: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
     """KNN rows (a range query when ``threshold`` is set), closest first, with ``vector_distance``."""
     kw = dict(return_fields=list(fields), num_results=k, filter_expression=expr)
-    q = (VectorQuery(list(vector), "embedding", **kw) if threshold is None
-         else VectorRangeQuery(list(vector), "embedding", distance_threshold=threshold, **kw))
-    return sorted(index.query(q), key=lambda row: float(row["vector_distance"]))
+    if threshold is None:
+        return index.query(VectorQuery(list(vector), "embedding", **kw))
+    return index.query(VectorRangeQuery(list(vector), "embedding", distance_threshold=threshold, **kw))
 
 
 def json_docs(client: redis.Redis, keys: Sequence[str], *paths: str) -> list[Any]:
@@ -107,7 +95,7 @@ def json_docs(client: redis.Redis, keys: Sequence[str], *paths: str) -> list[Any
     pipe = client.pipeline(transaction=False)
     for k in keys:
         pipe.json().get(k, *paths)
-    return [None if isinstance(d, Exception) else d for d in pipe.execute(raise_on_error=False)] if keys else []
+    return [None if isinstance(d, Exception) else d for d in pipe.execute(raise_on_error=False)]
 
 
 def delete_keys(client: redis.Redis, keys: Iterable[str]) -> int:
@@ -130,10 +118,9 @@ def owner_tag(user_id: str) -> str:
     return encode(user_id).translate(_TAG_SAFE)
 
 
-def owner_field(name: str = "user_id", path: str | None = None, **attrs: Any) -> dict[str, Any]:
+def owner_field(name: str = "user_id") -> dict[str, Any]:
     """The schema entry of an owner TAG field: case-sensitive, read from ``$.<name minus _id>_tag``."""
-    path = path or f"$.{name.removesuffix('_id')}_tag"
-    return {"name": name, "path": path, "type": "tag", "attrs": {"case_sensitive": True, **attrs}}
+    return {"name": name, "path": f"$.{name.removesuffix('_id')}_tag", "type": "tag", "attrs": {"case_sensitive": True}}
 
 
 def owner_filter(user_id: str | Sequence[str], field: str = "user_id") -> FilterExpression:
@@ -183,10 +170,7 @@ def user_scope(user_id: str | None, memory_types: str | Sequence[str] | None) ->
             parts.append((Tag("memory_type") == mtype) & owner_filter(owners))
     if not parts:
         raise ValidationError("a user_id is needed to search episodic or procedural memories")
-    expr = parts[0]
-    for p in parts[1:]:
-        expr = expr | p
-    return expr
+    return functools.reduce(operator.or_, parts)
 
 
 def validity(as_of: float | None = None) -> FilterExpression:
@@ -212,8 +196,7 @@ def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None
         path = getattr(index.schema.fields["user_id"], "path", None) or ""
         value = owner_tag(user_id) if path.endswith("_tag") else user_id
         fields = ["id", "user_id"] + [f for f in ("content", "text") if f in index.schema.fields]
-        q = FilterQuery(filter_expression=Tag("user_id") == value, return_fields=fields,
-                        num_results=1000)
+        q = FilterQuery(filter_expression=Tag("user_id") == value, return_fields=fields, num_results=1000)
         for page in index.paginate(q, page_size=500):
             for row in page:
                 if row.get("user_id") != value:  # a case-folding tag index matched "Bob" for "bob"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable, Sequence
 
 import redis
@@ -18,7 +18,7 @@ from redisvl.query.filter import FilterExpression, Tag
 from ..errors import ValidationError
 from ..keys import check_id, check_namespace, key
 from ..messages import new_id
-from . import dedup
+from . import dedup, retrieval
 from .index import (MEMORY_TYPES, content_hash, delete_keys, ensure_index, forget_user, json_docs, memory_type_list,
                     nearest, owner_field, owner_of, owner_tag, row_ids, user_scope, validity, vector_field,
                     visible_owners)
@@ -26,11 +26,6 @@ from .index import (MEMORY_TYPES, content_hash, delete_keys, ensure_index, forge
 log = logging.getLogger(__name__)
 
 MAX_MEMORY_CHARS = 20_000
-DEFAULT_THRESHOLD = None  # KNN by default; pass distance_threshold to cut off far memories
-
-_FIELDS = ("id", "user_id", "memory_type", "content", "content_hash", "topics", "created_at",
-           "updated_at", "last_accessed", "valid_from", "invalid_at", "superseded_by", "supersedes",
-           "source_thread", "source_messages", "metadata")
 
 
 @dataclass
@@ -58,12 +53,8 @@ class Memory:
     def is_current(self) -> bool:
         return self.invalid_at is None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Memory":
-        return cls(**{k: data[k] for k in _FIELDS if k in data})
+_FIELDS = tuple(f.name for f in fields(Memory))
 
 
 @dataclass
@@ -109,7 +100,7 @@ class MemoryStore:
     touch_interval: float = 60.0
 
     def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit",
-                 distance_threshold: float | None = DEFAULT_THRESHOLD):
+                 distance_threshold: float | None = None):
         self.redis = redis_client
         self.embedder = embedder
         self.namespace = check_namespace(namespace)
@@ -138,11 +129,8 @@ class MemoryStore:
                       **extra)
 
     def _doc(self, memory: Memory, vector: list[float]) -> dict[str, Any]:
-        doc = memory.to_dict()
-        doc = {k: v for k, v in doc.items() if v is not None}  # missing invalid_at == current
-        doc["user_tag"] = owner_tag(memory.user_id)
-        doc["embedding"] = vector
-        return doc
+        doc = {k: v for k, v in asdict(memory).items() if v is not None}  # missing invalid_at == current
+        return {**doc, "user_tag": owner_tag(memory.user_id), "embedding": vector}
 
     def add(self, content: str, user_id: str | None = None, memory_type: str = "episodic", *,
             topics: Sequence[str] | None = None, metadata: dict | None = None,
@@ -170,12 +158,10 @@ class MemoryStore:
         return memories
 
     def _write(self, memory: Memory, vector: list[float] | None = None, pipe=None) -> None:
-        doc = self._doc(memory, vector if vector is not None else self._vector(memory.id))
-        (pipe or self.redis).json().set(self.key(memory.id), "$", doc)
-
-    def _vector(self, memory_id: str) -> list[float]:
-        got = self.redis.json().get(self.key(memory_id), "$.embedding")
-        return got[0] if got else self.embedder.embed(self.get(memory_id).content)
+        if vector is None:  # unchanged content: keep the stored embedding
+            got = self.redis.json().get(self.key(memory.id), "$.embedding")
+            vector = got[0] if got else self.embedder.embed(memory.content)
+        (pipe or self.redis).json().set(self.key(memory.id), "$", self._doc(memory, vector))
 
     def update(self, memory_id: str, content: str | None = None, *, topics: Sequence[str] | None = None,
                metadata: dict | None = None) -> Memory:
@@ -206,14 +192,11 @@ class MemoryStore:
     def get_many(self, memory_ids: Sequence[str]) -> list[Memory | None]:
         """Read memories by id in one round trip (None for missing ones)."""
         docs = json_docs(self.redis, [self.key(mid) for mid in memory_ids], *(f"$.{f}" for f in _FIELDS))
-        return [Memory.from_dict({p[2:]: v[0] for p, v in raw.items() if v}) if raw else None for raw in docs]
+        return [Memory(**{p[2:]: v[0] for p, v in raw.items() if v}) if raw else None for raw in docs]
 
     def touch(self, memories: Sequence[Memory]) -> int:
-        """Set ``last_accessed`` to now, skipping memories touched less than ``touch_interval`` ago.
-
-        Any write to a JSON document makes Redis re-index all of it, vector included, so
-        ``last_accessed`` is kept to a resolution of ``touch_interval`` seconds (default 60).
-        """
+        """Set ``last_accessed`` to now, skipping memories touched less than ``touch_interval`` ago
+        (any write to a JSON document makes Redis re-index all of it, vector included)."""
         now = time.time()
         stale = [m for m in memories if m.last_accessed is None or now - m.last_accessed >= self.touch_interval]
         if stale:
@@ -244,15 +227,12 @@ class MemoryStore:
         ``mode="text" | "hybrid"`` and ``recency`` rank as in :mod:`.retrieval`."""
         if user_id is not None:
             check_id(user_id, "user_id")
-        if topics:
-            extra = Tag("topics") == [t.lower() for t in topics]
-            filters = extra if filters is None else filters & extra
         expr = self._filter(user_id, memory_types, as_of, include_superseded, filters)
+        if topics:
+            expr = expr & (Tag("topics") == [t.lower() for t in topics])
         vector = list(vector) if vector is not None else self.embedder.embed(query)
         threshold = distance_threshold if distance_threshold is not None else self.distance_threshold
-        if mode != "vector" or recency:  # text / hybrid / recency: memory/retrieval.py
-            from . import retrieval
-
+        if mode != "vector" or recency:
             hits = retrieval.search(self, query, vector, expr, user_id=user_id,
                                     memory_types=memory_types, k=k, mode=mode, recency=recency)
         else:
@@ -283,13 +263,6 @@ class MemoryStore:
         q.sort_by("created_at", asc=False)
         return [m for m in self.get_many(row_ids(self.index.query(q))) if m]
 
-    def find_exact(self, content: str, user_id: str | None = None,
-                   memory_types: str | Sequence[str] = ("episodic", "semantic")) -> list[Memory]:
-        """Current memories the user may see whose normalized text equals ``content`` (hash match)."""
-        expr = self._filter(user_id, memory_types, None, False, Tag("content_hash") == content_hash(content))
-        q = FilterQuery(filter_expression=expr, return_fields=["id"], num_results=100)
-        return [m for m in self.get_many(row_ids(self.index.query(q))) if m]
-
     def count(self, user_id: str | None = None,
               memory_types: Sequence[str] = ("episodic", "semantic")) -> int:
         expr = self._filter(user_id, memory_types, None, False, None)
@@ -304,15 +277,14 @@ class MemoryStore:
         older = self._walk(start, "supersedes", seen)
         return older[::-1] + [start] + self._walk(start, "superseded_by", seen)
 
-    def _walk(self, start: Memory, link: str, seen: set[str]) -> list[Memory]:
-        chain, cur = [], start
+    def _walk(self, cur: Memory, link: str, seen: set[str]) -> list[Memory]:
+        chain = []
         while getattr(cur, link) and getattr(cur, link) not in seen:
-            nxt = self.get(getattr(cur, link))
-            if nxt is None:
+            cur = self.get(getattr(cur, link))
+            if cur is None:
                 break
-            chain.append(nxt)
-            seen.add(nxt.id)
-            cur = nxt
+            chain.append(cur)
+            seen.add(cur.id)
         return chain
 
     def remember(self, content: str, user_id: str | None = None, memory_type: str = "episodic", *,
@@ -340,21 +312,8 @@ MEMORY_CONTEXT_HEADER = (
     "do not mention that you have a memory unless the user asks):")
 
 
-def format_memories(items: Iterable[Any], header: str = MEMORY_CONTEXT_HEADER) -> str:
-    """A system-prompt block, one ``- [EPISODIC] ...`` line per memory (hits, memories, dicts or
-    strings); "" when there is nothing to add."""
-    lines = []
-    for item in items or []:
-        item = getattr(item, "memory", item)
-        if isinstance(item, dict):
-            mtype, content = item.get("memory_type") or item.get("type"), item.get("content")
-        elif isinstance(item, str):
-            mtype, content = None, item
-        else:
-            mtype = getattr(item, "memory_type", None) or getattr(item, "type", None)
-            content = getattr(item, "content", None)
-        if not content or not str(content).strip():
-            continue
-        tag = f"[{str(mtype).upper()}] " if mtype else ""
-        lines.append(f"- {tag}{' '.join(str(content).split())}")
+def format_memories(items: Iterable[MemoryHit | Memory], header: str = MEMORY_CONTEXT_HEADER) -> str:
+    """A system-prompt block, one ``- [EPISODIC] ...`` line per memory (hits or memories); "" if none."""
+    memories = [getattr(item, "memory", item) for item in items or []]
+    lines = [f"- [{m.memory_type.upper()}] {' '.join(m.content.split())}" for m in memories if m.content.strip()]
     return "\n".join([header, *lines]) if lines else ""
