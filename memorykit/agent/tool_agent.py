@@ -1,14 +1,12 @@
 """A tool-using agent with procedural memory: the ``plan_tools`` task run by the one tool loop.
 
-``ToolAgent(r, llm, tools, procedures=None, feedback=None).run(query, user_id)`` returns a
-:class:`ToolRun` (tools used, results, LLM round trips, time, reply, the pattern it followed).
-With a :class:`~memorykit.memory.procedural.ProcedureStore` the agent first looks for the
-pattern of a similar past question and hands it to the model; when that question is very close
-and its tools only read, it replays the question's calls first, so the model checks results
-instead of asking for them (one round trip less; it calls again when the arguments do not fit).
-After the run it scores the workflow and keeps the pattern, with its calls, when the score is >= 0.7. With a
-:class:`~memorykit.memory.feedback.FeedbackStore` the user's closest good and bad examples
-go to the model too. The question is embedded once for both lookups.
+``ToolAgent(r, llm, tools, procedures, feedback).run(query, user_id)`` returns a :class:`ToolRun`.
+With a :class:`~memorykit.memory.procedural.ProcedureStore` the model gets the pattern of a
+similar past question; when that question is very close and every tool only reads, its calls are
+replayed first and the model checks their results (one round trip less; its own calls replace a
+replay that does not fit). A run scoring >= 0.7 is kept as a pattern, with its calls. With a
+:class:`~memorykit.memory.feedback.FeedbackStore` the user's closest good and bad answers go to
+the model too. The question is embedded once for both lookups.
 """
 from __future__ import annotations
 
