@@ -43,9 +43,6 @@ FOREGROUND_STEPS = ("load", "retrieve", "model", "store")
 BACKGROUND_STEPS = ("index", "extract", "remember", "working", "procedure", "summarize")
 EXPECTED = (TaskFailed, LLMError, redis.RedisError)  # failures logged without a traceback
 
-BeforeModel = Callable[[list[Message]], "list[Message] | None"]
-AfterModel = Callable[[Message], "Message | Retry | None"]
-
 
 @dataclass
 class Retry:
@@ -123,8 +120,8 @@ class MemoryAgent:
 
     def __init__(self, r: redis.Redis, llm=None, embedder=None, namespace: str = "memorykit", *,
                  memory: str | bool = "full", retrieval: str = "inject", summary_policy=None,
-                 background: bool = True, before_model: Sequence[BeforeModel] = (),
-                 after_model: Sequence[AfterModel] = ()):
+                 background: bool = True, before_model: Sequence[Callable] = (),
+                 after_model: Sequence[Callable] = ()):
         if memory not in MODES:
             raise ValidationError(f"memory must be 'full', 'short_term' or False, got {memory!r}")
         if retrieval not in RETRIEVALS:
@@ -346,17 +343,18 @@ class MemoryAgent:
             turn.memories_used = [MemoryHit(m, found[m.id]) for m in self.store.get_many(list(found)) if m]
 
     @contextmanager
-    def _step(self, turn: Turn, name: str, calls: list[Usage]):
+    def _step(self, turn: Turn, name: str):
         """Time one background step; a failure is logged and recorded, never raised. A model task
         that failed inside the step (and was skipped there) counts too: its usage record says so."""
-        start, exc = len(calls), None
-        with self._timed(turn, name):
+        exc = None
+        with self._timed(turn, name), track_usage() as calls:
             try:
                 yield
             except Exception as error:
                 exc = error
+        turn.usage.extend(calls)
         reasons = [_reason(exc)] if exc else [f"task {u.task!r} failed" + (f": {u.error}" if u.error else "")
-                                              for u in calls[start:] if not u.ok]
+                                              for u in calls if not u.ok]
         if reasons:
             turn.failed_steps[name] = "; ".join(filter(None, [turn.failed_steps.get(name), *reasons]))
             log.warning("background step %s failed for user %r: %s", name, turn.user_id, "; ".join(reasons),
@@ -364,31 +362,29 @@ class MemoryAgent:
 
     def _background(self, turn: Turn) -> None:
         uid, tid, said = turn.user_id, turn.thread_id, turn.user_message
-        with track_usage() as calls:
-            if self.memory == "full":
-                with self._step(turn, "index", calls):
-                    self.recall.add(uid, tid, [said, turn.reply_message])
-                candidates: list[Any] = []
-                with self._step(turn, "extract", calls):
-                    candidates = extract_memories([said], llm=self.llm)
-                for candidate in candidates:  # user-told facts stay the user's, even general ones
-                    with self._step(turn, "remember", calls):
-                        turn.memories_stored.append(self.store.remember(
-                            candidate.content, user_id=uid, memory_type=candidate.type, llm=self.llm,
-                            source_thread=tid, source_messages=[said.id]))
-                with self._step(turn, "working", calls):
-                    self.working.observe(said, self.llm, user_id=uid, thread_id=tid)
-                if turn.tool_calls:
-                    with self._step(turn, "procedure", calls):
-                        names = [c.get("function", {}).get("name", "") for c in turn.tool_calls]
-                        model_ms = turn.timings_ms.get("model", 0.0)
-                        evaluation = evaluate_workflow(names, turn.tool_results, turn.reply, model_ms)
-                        if evaluation.success_score >= self.procedures.min_score:
-                            self.procedures.store(said.content, names, evaluation.success_score, model_ms,
-                                                  vector=turn.vector)
-            with self._step(turn, "summarize", calls):
-                summarize_if_needed(self.history(uid, tid), self.llm, policy=self.summary_policy)
-        turn.usage.extend(calls)
+        if self.memory == "full":
+            with self._step(turn, "index"):
+                self.recall.add(uid, tid, [said, turn.reply_message])
+            candidates: list[Any] = []
+            with self._step(turn, "extract"):
+                candidates = extract_memories([said], llm=self.llm)
+            for candidate in candidates:  # user-told facts stay the user's, even general ones
+                with self._step(turn, "remember"):
+                    turn.memories_stored.append(self.store.remember(
+                        candidate.content, user_id=uid, memory_type=candidate.type, llm=self.llm,
+                        source_thread=tid, source_messages=[said.id]))
+            with self._step(turn, "working"):
+                self.working.observe(said, self.llm, user_id=uid, thread_id=tid)
+            if turn.tool_calls:
+                with self._step(turn, "procedure"):
+                    names = [c.get("function", {}).get("name", "") for c in turn.tool_calls]
+                    model_ms = turn.timings_ms.get("model", 0.0)
+                    evaluation = evaluate_workflow(names, turn.tool_results, turn.reply, model_ms)
+                    if evaluation.success_score >= self.procedures.min_score:
+                        self.procedures.store(said.content, names, evaluation.success_score, model_ms,
+                                              vector=turn.vector)
+        with self._step(turn, "summarize"):
+            summarize_if_needed(self.history(uid, tid), self.llm, policy=self.summary_policy)
 
     def give_feedback(self, turn: Turn, label: str) -> str | None:
         """👍 / 👎 on a reply: "added", "switched" or "removed" (the same label again removes it)."""
