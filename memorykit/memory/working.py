@@ -171,37 +171,35 @@ class WorkingMemory:
         return content
 
     def validate(self, content: Any) -> Any:
-        """Return the content in its stored form, or raise ValidationError naming the field and the fix."""
+        """Return the content in its stored form, or raise ValidationError naming the field (or the
+        size limit) and the fix."""
+        problems = []
         if self._model is not None:
             try:
-                return self._model.model_validate(content).model_dump(mode="json")
+                content = self._model.model_validate(content).model_dump(mode="json")
             except PydanticError as exc:
-                problems = "; ".join(f"field '{_error_path(e['loc'])}': {e['msg']}" for e in exc.errors())
-                raise ValidationError(f"working memory rejected: {problems}") from None
-        if self._validator is not None:
+                problems = [f"field '{_error_path(e['loc'])}': {e['msg']}" for e in exc.errors()]
+        elif self._validator is not None:
             errors = sorted(self._validator.iter_errors(content), key=lambda e: list(e.absolute_path))
-            if errors:
-                problems = "; ".join(f"field '{_error_path(e.absolute_path)}': {e.message}" for e in errors)
-                raise ValidationError(f"working memory rejected: {problems}")
-        if self.format == "template" and content:
+            problems = [f"field '{_error_path(e.absolute_path)}': {e.message}" for e in errors]
+        elif self.format == "template" and content:
             missing = [h for h in _headings(self.template) if h not in _headings(content)]
             if missing:
-                raise ValidationError(
-                    f"working memory rejected: it must keep the template's sections; missing {missing}. "
-                    "Rewrite it with every section of the template.")
+                problems = [f"it must keep the template's sections; missing {missing}. "
+                            "Rewrite it with every section of the template."]
+        if problems:
+            raise ValidationError(f"working memory rejected: {'; '.join(problems)}")
+        limit = self.max_tokens or self.max_chars
+        if limit is not None and self.size(content) > limit:
+            raise ValidationError(
+                f"working memory is limited to {self.limit_text()} and this update makes it {self.size(content)}: "
+                "condense it (merge duplicate points, drop stale or minor details, shorten wording) and write it again")
         return content
 
     def size(self, content: Any) -> int:
         """Characters (or tokens, when the limit is in tokens) the stored content takes."""
         text = self._encode(content) if content is not None else ""
         return count_tokens(text) if self.max_tokens else len(text)
-
-    def _check_size(self, content: Any) -> None:
-        limit = self.max_tokens or self.max_chars
-        if limit is not None and self.size(content) > limit:
-            raise ValidationError(
-                f"working memory is limited to {self.limit_text()} and this update makes it {self.size(content)}: "
-                "condense it (merge duplicate points, drop stale or minor details, shorten wording) and write it again")
 
     def get(self, user_id: str, thread_id: str | None = None) -> Any:
         """The current content (Markdown/text, or a dict in schema mode); None when nothing is stored."""
@@ -218,7 +216,7 @@ class WorkingMemory:
                 for v in map(json.loads, self.redis.lrange(self.history_key(user_id, thread_id), 0, -1))]
 
     def _commit(self, user_id: str, thread_id: str | None, change, source: str) -> Any:
-        """Read -> change -> validate -> size check -> write + history, in one WATCH/MULTI/EXEC (retried)."""
+        """Read -> change -> validate (size included) -> write + history, in one WATCH/MULTI/EXEC (retried)."""
         k, hk = self.key(user_id, thread_id), self.history_key(user_id, thread_id)
 
         def attempt(pipe):
@@ -226,7 +224,6 @@ class WorkingMemory:
             new = change(self._decode(old_raw))
             if new is not None:
                 new = self.validate(new)
-                self._check_size(new)
             pipe.multi()
             if old_raw is not None and self.history_size:
                 pipe.lpush(hk, json.dumps({"content": old_raw, "saved_at": time.time(), "replaced_by": source}))
