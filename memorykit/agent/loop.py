@@ -1,8 +1,4 @@
-"""The one tool loop: ask the model, run the tools it calls, feed the results back, repeat.
-
-Bounded by ``max_steps`` tool calls (then :class:`TaskFailed`). The input's ``steps`` field
-carries the exchange so far, so every backend sees the same typed input on every round.
-"""
+"""The one tool loop: ask the model, run the tools it calls, feed the results back, repeat."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,8 +7,6 @@ from typing import Sequence
 from ..llm.task import ChatModel, Task, TaskFailed, run_task
 from ..llm.tools import Tool, call_tool, schemas
 from ..messages import Message
-
-MAX_TOOL_STEPS = 4
 
 
 @dataclass
@@ -24,21 +18,16 @@ class LoopResult:
     tool_calls: list[dict] = field(default_factory=list)
     tool_results: list[str] = field(default_factory=list)
 
-    @property
-    def tools_used(self) -> list[str]:
-        return [c.get("function", {}).get("name", "") for c in self.tool_calls]
 
-
-def run_tool_loop(llm: ChatModel, task: Task, inp, tools: Sequence[Tool] = (), *,
-                  max_steps: int = MAX_TOOL_STEPS, provisional: int = 0) -> LoopResult:
-    """Run a reply-style task (``output=None``) with tools until the model answers in text.
-
-    The first ``provisional`` messages of ``inp.steps`` (a replayed workflow) stand if the model
-    answers from them and are set aside as soon as it calls tools instead.
-    """
+def run_tool_loop(llm: ChatModel, task: Task, inp, tools: Sequence[Tool] = (), *, max_steps: int = 4,
+                  provisional: int = 0) -> LoopResult:
+    """Run a reply-style task (``output=None``) with tools until the model answers in text; more than
+    ``max_steps`` tool calls raise TaskFailed. The input's ``steps`` field carries the exchange so far;
+    its first ``provisional`` messages (a replayed workflow) stand if the model answers from them and
+    are set aside as soon as it calls tools instead."""
     result = LoopResult(reply=Message(role="assistant", content=""), steps=list(getattr(inp, "steps", [])))
     offered = schemas(tools) or None
-    for _ in range(max_steps + 1):
+    while len(result.tool_calls) <= max_steps:
         reply = run_task(llm, task, inp.model_copy(update={"steps": list(result.steps)}), tools=offered)
         if not reply.tool_calls:
             result.reply = reply
@@ -53,7 +42,4 @@ def run_tool_loop(llm: ChatModel, task: Task, inp, tools: Sequence[Tool] = (), *
             result.tool_results.append(output)
             result.steps.append(Message(role="tool", content=output, tool_call_id=call.get("id"),
                                         name=call.get("function", {}).get("name")))
-        if len(result.tool_calls) > max_steps:
-            break
-    raise TaskFailed(task.name, f"the model kept calling tools ({len(result.tool_calls)} calls) "
-                                f"without answering")
+    raise TaskFailed(task.name, f"the model kept calling tools ({len(result.tool_calls)} calls) without answering")

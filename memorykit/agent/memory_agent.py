@@ -1,19 +1,16 @@
 """The memory agent: one chat turn that uses every memory layer, with per-step timings and usage.
 
-Foreground (the user waits): save the message, load the thread, embed the question once,
-retrieve, run the ``reply`` task through the tool loop, save the reply. Background (the next
-turn and ``flush()`` wait for it): index, extract and remember, working memory, procedure,
-summary; a failing step is logged in ``turn.failed_steps`` and the others still run.
+The user waits for the foreground steps; the background steps run on one writer thread that the
+next turn and ``flush()`` wait for, and a failing one is recorded in ``turn.failed_steps``.
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
-import dataclasses
 import json
 import logging
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import redis
@@ -26,8 +23,8 @@ from ..llm.factory import get_llm
 from ..llm.task import Task, TaskFailed, Usage, track_usage
 from ..llm.tools import Tool
 from ..memory.extraction import extract_memories
-from ..memory.long_term import MemoryHit, MemoryStore
 from ..memory.feedback import FeedbackStore
+from ..memory.long_term import MemoryHit, MemoryStore
 from ..memory.procedural import ProcedureStore, evaluate_workflow
 from ..memory.recall import MessageIndex
 from ..memory.short_term import ChatHistory
@@ -35,7 +32,7 @@ from ..memory.summarize import ByCount, summarize_if_needed
 from ..memory.working import PROFILE_TEMPLATE, WorkingMemory
 from ..messages import Message, count_tokens
 from .loop import run_tool_loop
-from .reply import DEFAULT_SYSTEM, REPLY, ReplyInput, reply_task
+from .reply import REPLY, ReplyInput
 from .tools import memory_tools
 
 log = logging.getLogger(__name__)
@@ -44,9 +41,7 @@ MODES = ("full", "short_term", False)
 RETRIEVALS = ("inject", "tools")
 FOREGROUND_STEPS = ("load", "retrieve", "model", "store")
 BACKGROUND_STEPS = ("index", "extract", "remember", "working", "procedure", "summarize")
-
-BeforeModel = Callable[[list[Message]], "list[Message] | None"]
-AfterModel = Callable[[Message], "Message | Retry | None"]
+EXPECTED = (TaskFailed, LLMError, redis.RedisError)  # failures logged without a traceback
 
 
 @dataclass
@@ -124,25 +119,18 @@ class MemoryAgent:
     exactly); ``after_model`` hooks a replacement reply or ``Retry(reason)`` (one more try)."""
 
     def __init__(self, r: redis.Redis, llm=None, embedder=None, namespace: str = "memorykit", *,
-                 memory: str | bool = "full", retrieval: str = "inject",
-                 system_prompt: str = DEFAULT_SYSTEM, k: int = 5,
-                 distance_threshold: float | None = None, summary_policy=None,
-                 thread_ttl: int | None = None, working_template: str | None = PROFILE_TEMPLATE,
-                 background: bool = True, recall_k: int = 3,
-                 before_model: Sequence[BeforeModel] = (), after_model: Sequence[AfterModel] = ()):
+                 memory: str | bool = "full", retrieval: str = "inject", summary_policy=None,
+                 background: bool = True, before_model: Sequence[Callable] = (),
+                 after_model: Sequence[Callable] = ()):
         if memory not in MODES:
             raise ValidationError(f"memory must be 'full', 'short_term' or False, got {memory!r}")
         if retrieval not in RETRIEVALS:
             raise ValidationError(f"retrieval must be 'inject' or 'tools', got {retrieval!r}")
         self.r, self.namespace, self.memory, self.retrieval = r, namespace, memory, retrieval
         self.llm = llm or get_llm()
-        self.system_prompt = system_prompt
-        self.task = REPLY if system_prompt == DEFAULT_SYSTEM else reply_task(system_prompt)
-        self.k, self.recall_k = k, recall_k
-        self.distance_threshold = (distance_threshold if distance_threshold is not None
-                                   else settings().distance_threshold)
+        self.distance_threshold = settings().distance_threshold
         self.summary_policy = summary_policy or ByCount(max_messages=20, keep_last=6)
-        self.thread_ttl = thread_ttl
+        self.background = background  # False: chat() waits for the writes (same writer thread)
         self.before_model, self.after_model = list(before_model), list(after_model)
         self.embedder = embedder
         self.store = self.working = self.procedures = self.feedback = self.recall = None
@@ -152,16 +140,14 @@ class MemoryAgent:
             self.recall = MessageIndex(r, self.embedder, namespace=namespace)
             self.procedures = ProcedureStore(r, self.embedder, namespace=namespace)
             self.feedback = FeedbackStore(r, self.embedder, namespace=namespace)
-            if working_template is not None:
-                self.working = WorkingMemory(r, namespace=namespace, template=working_template, scope="user")
-        self.background = background  # False: chat() waits for the writes (same writer thread)
+            self.working = WorkingMemory(r, namespace=namespace, template=PROFILE_TEMPLATE, scope="user")
         self._executor = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="memorykit-writes")
         self._pending: list[cf.Future] = []
         self._unsaved: dict[tuple[str, str], list[Message]] = {}
 
     def __repr__(self) -> str:
-        return f"MemoryAgent(memory={self.memory!r}, retrieval={self.retrieval!r}, llm={self.label!r}, " \
-               f"namespace={self.namespace!r})"
+        return (f"MemoryAgent(memory={self.memory!r}, retrieval={self.retrieval!r}, llm={self.label!r}, "
+                f"namespace={self.namespace!r})")
 
     @property
     def label(self) -> str:
@@ -169,10 +155,10 @@ class MemoryAgent:
         return str(getattr(self.llm, "label", type(self.llm).__name__))
 
     def history(self, user_id: str, thread_id: str) -> ChatHistory:
-        """The thread; with full memory, deleting from it also deletes the messages' recall vectors."""
+        """The thread (kept until cleared); with full memory, deleting from it also deletes the recall vectors."""
         if self.recall is not None:  # the agent indexes in the background, not on append
-            return self.recall.history(user_id, thread_id, ttl=self.thread_ttl, index_appends=False)
-        return ChatHistory(self.r, user_id, thread_id, ttl=self.thread_ttl, namespace=self.namespace)
+            return self.recall.history(user_id, thread_id, index_appends=False)
+        return ChatHistory(self.r, user_id, thread_id, ttl=None, namespace=self.namespace)
 
     def clear(self, user_id: str, thread_id: str) -> int:
         """"Clear chat": delete the thread, its summary and its recall vectors; long-term memory stays."""
@@ -210,16 +196,14 @@ class MemoryAgent:
         started = time.perf_counter()
         self.flush()
         turn = Turn(user_id=user_id, thread_id=thread_id, user_message=Message(role="user", content=text))
-        try:
-            with track_usage() as calls:
-                self._foreground(turn, self.history(user_id, thread_id))
-            turn.usage.extend(calls)
-            if turn.saved and self.memory:
-                self._pending.append(self._executor.submit(self._after_turn, turn))
-                if not self.background:
-                    self.flush()  # inline: the user waits for the writes too
-        finally:
-            turn.reply_ms = (time.perf_counter() - started) * 1000
+        with track_usage() as calls:
+            self._foreground(turn, self.history(user_id, thread_id))
+        turn.usage.extend(calls)
+        if turn.saved and self.memory:
+            self._pending.append(self._executor.submit(self._background, turn))
+            if not self.background:
+                self.flush()
+        turn.reply_ms = (time.perf_counter() - started) * 1000
         return turn
 
     def _foreground(self, turn: Turn, history: ChatHistory) -> None:
@@ -239,7 +223,7 @@ class MemoryAgent:
         except Exception as exc:  # the model, Redis or a hook failed: report it, keep the user's message
             turn.error = _reason(exc)
             log.warning("turn failed for user %r thread %r: %s", turn.user_id, turn.thread_id, turn.error,
-                        exc_info=not isinstance(exc, (TaskFailed, LLMError, redis.RedisError)))
+                        exc_info=not isinstance(exc, EXPECTED))
             return
         turn.reply_message, turn.reply = reply, reply.content
         with self._timed(turn, "store"):
@@ -267,39 +251,32 @@ class MemoryAgent:
             return inp
         vector = turn.vector = self.embedder.embed(question)
         if self.retrieval == "inject":
-            turn.memories_used = self.store.search(question, user_id=uid, k=self.k, vector=vector,
+            turn.memories_used = self.store.search(question, user_id=uid, k=5, vector=vector,
                                                    distance_threshold=self.distance_threshold)
             inp.memories = [h.memory.content for h in turn.memories_used]
-        if self.working is not None:
-            content = self.working.get(uid, turn.thread_id)
-            inp.working_memory = content if isinstance(content, str) or content is None else json.dumps(content)
+        inp.working_memory = self.working.get(uid, turn.thread_id)
         turn.recalled = [hit for hit in self.recall.search(
-            question, user_id=uid, k=self.recall_k, distance_threshold=self.distance_threshold,
+            question, user_id=uid, k=3, distance_threshold=self.distance_threshold,
             exclude_ids=[m.id for m in past], vector=vector) if hit.thread_id != turn.thread_id]
         inp.recalled = [f"{h.message.role}: {h.message.content.strip()}" for h in turn.recalled]
         guidance = self.feedback.examples(question, user_id=uid, k=2, vector=vector)
         inp.guidance = guidance.block if guidance else None
-        if self.retrieval == "tools":
-            hits = self.procedures.suggest(question, k=1, user_id=uid, vector=vector)
-            turn.suggestion = hits[0] if hits else None
-            if turn.suggestion is not None:
-                p = turn.suggestion.procedure
-                inp.suggestion = (f"A similar earlier question was answered well with these tools, in order: "
-                                  f"{', '.join(p.tools_used)} (similarity {turn.suggestion.similarity:.2f}).")
+        hits = self.procedures.suggest(question, k=1, user_id=uid, vector=vector) if self.retrieval == "tools" else []
+        if hits:
+            turn.suggestion = hits[0]
+            inp.suggestion = (f"A similar earlier question was answered well with these tools, in order: "
+                              f"{', '.join(hits[0].procedure.tools_used)} (similarity {hits[0].similarity:.2f}).")
         return inp
 
     def _tools(self, turn: Turn) -> list[Tool]:
         if self.memory != "full" or self.retrieval != "tools":
             return []
-        tools = memory_tools(self.store, turn.user_id, distance_threshold=self.distance_threshold,
-                             k=self.k, llm=self.llm)
-        if self.working is not None:
-            tools += self.working.tools(turn.user_id, turn.thread_id)
-        return tools
+        return [*memory_tools(self.store, turn.user_id, llm=self.llm),
+                *self.working.tools(turn.user_id, turn.thread_id)]
 
     def _hooked(self, turn: Turn, inp: ReplyInput) -> tuple[Task, ReplyInput]:
         """Run the before-model hooks on the rendered prompt; if they change it, send exactly that."""
-        rendered = self.task.messages(inp)
+        rendered = REPLY.messages(inp)
         turn.prompt = list(rendered)
         for hook in self.before_model:
             changed = hook(list(turn.prompt))
@@ -307,13 +284,13 @@ class MemoryAgent:
                 turn.prompt = list(changed)
         turn.prompt_tokens = count_tokens(turn.prompt)
         if [(m.role, m.content) for m in turn.prompt] == [(m.role, m.content) for m in rendered]:
-            return self.task, inp
+            return REPLY, inp
         fixed = list(turn.prompt)
         body = fixed[1:] if fixed and fixed[0].role == "system" else fixed
         last = max((i for i, m in enumerate(body) if m.role == "user"), default=None)
         if last is not None:  # the typed input follows the edit too, for backends that read it
             inp = inp.model_copy(update={"question": body[last].content, "history": body[:last]})
-        return dataclasses.replace(self.task, build=lambda i: [*fixed, *i.steps]), inp
+        return replace(REPLY, build=lambda i: [*fixed, *i.steps]), inp
 
     @staticmethod
     def _check_reply(reply: Any) -> Message:
@@ -332,7 +309,7 @@ class MemoryAgent:
         task, inp = self._hooked(turn, inp)
         steps: list[Message] = []
         saved: list[Message] = []
-        for attempt in range(2):
+        for _ in range(2):
             loop = run_tool_loop(self.llm, task, inp.model_copy(update={"steps": steps}), tools)
             saved += loop.steps[len(steps):]
             turn.tool_calls += loop.tool_calls
@@ -348,11 +325,10 @@ class MemoryAgent:
             if retry is None:
                 break
             turn.retries.append(retry.reason)
-            if attempt == 1:
-                log.warning("reply still rejected after one retry (%s); keeping it", retry.reason)
-                break
-            steps = [*loop.steps, reply, Message(role="system", content=f"Your last answer was rejected: "
-                                                                         f"{retry.reason}. Answer again.")]
+            steps = [*loop.steps, reply,
+                     Message(role="system", content=f"Your last answer was rejected: {retry.reason}. Answer again.")]
+        else:
+            log.warning("reply still rejected after one retry (%s); keeping it", retry.reason)
         self._collect_tool_hits(turn)
         return reply, saved
 
@@ -361,68 +337,53 @@ class MemoryAgent:
         found: dict[str, float] = {}
         for call, result in zip(turn.tool_calls, turn.tool_results):
             if call.get("function", {}).get("name") == "search_memory":
-                try:
-                    found.update({i["id"]: float(i.get("distance", 0.0)) for i in json.loads(result)["results"]
-                                  if i["id"] not in found})
-                except (ValueError, AttributeError, KeyError, TypeError):
-                    continue
-        if found and self.store is not None:
+                for hit in json.loads(result).get("results", []):  # an error result has none
+                    found.setdefault(hit["id"], hit["distance"])
+        if found:
             turn.memories_used = [MemoryHit(m, found[m.id]) for m in self.store.get_many(list(found)) if m]
 
     @contextmanager
-    def _step(self, turn: Turn, name: str, calls: list[Usage]):
+    def _step(self, turn: Turn, name: str):
         """Time one background step; a failure is logged and recorded, never raised. A model task
         that failed inside the step (and was skipped there) counts too: its usage record says so."""
-        start = len(calls)
-        with self._timed(turn, name):
+        exc = None
+        with self._timed(turn, name), track_usage() as calls:
             try:
                 yield
-            except Exception as exc:
-                self._failed(turn, name, _reason(exc), exc)
-            else:
-                for u in calls[start:]:
-                    if not u.ok:
-                        error = getattr(u, "error", None)
-                        self._failed(turn, name, f"task {u.task!r} failed" + (f": {error}" if error else ""))
+            except Exception as error:
+                exc = error
+        turn.usage.extend(calls)
+        reasons = [_reason(exc)] if exc else [f"task {u.task!r} failed" + (f": {u.error}" if u.error else "")
+                                              for u in calls if not u.ok]
+        if reasons:
+            turn.failed_steps[name] = "; ".join(filter(None, [turn.failed_steps.get(name), *reasons]))
+            log.warning("background step %s failed for user %r: %s", name, turn.user_id, "; ".join(reasons),
+                        exc_info=exc is not None and not isinstance(exc, EXPECTED))
 
-    @staticmethod
-    def _failed(turn: Turn, name: str, reason: str, exc: Exception | None = None) -> None:
-        turn.failed_steps[name] = "; ".join(filter(None, [turn.failed_steps.get(name), reason]))
-        log.warning("background step %s failed for user %r: %s", name, turn.user_id, reason,
-                    exc_info=exc is not None and not isinstance(exc, (TaskFailed, LLMError, redis.RedisError)))
-
-    def _after_turn(self, turn: Turn) -> None:
-        with track_usage() as calls:
-            try:
-                self._background(turn, calls)
-            finally:
-                turn.usage.extend(calls)
-
-    def _background(self, turn: Turn, calls: list[Usage]) -> None:
+    def _background(self, turn: Turn) -> None:
         uid, tid, said = turn.user_id, turn.thread_id, turn.user_message
         if self.memory == "full":
-            with self._step(turn, "index", calls):
+            with self._step(turn, "index"):
                 self.recall.add(uid, tid, [said, turn.reply_message])
             candidates: list[Any] = []
-            with self._step(turn, "extract", calls):
+            with self._step(turn, "extract"):
                 candidates = extract_memories([said], llm=self.llm)
             for candidate in candidates:  # user-told facts stay the user's, even general ones
-                with self._step(turn, "remember", calls):
+                with self._step(turn, "remember"):
                     turn.memories_stored.append(self.store.remember(
                         candidate.content, user_id=uid, memory_type=candidate.type, llm=self.llm,
                         source_thread=tid, source_messages=[said.id]))
-            if self.working is not None:
-                with self._step(turn, "working", calls):
-                    self.working.observe(said, self.llm, user_id=uid, thread_id=tid)
+            with self._step(turn, "working"):
+                self.working.observe(said, self.llm, user_id=uid, thread_id=tid)
             if turn.tool_calls:
-                with self._step(turn, "procedure", calls):
+                with self._step(turn, "procedure"):
                     names = [c.get("function", {}).get("name", "") for c in turn.tool_calls]
                     model_ms = turn.timings_ms.get("model", 0.0)
                     evaluation = evaluate_workflow(names, turn.tool_results, turn.reply, model_ms)
                     if evaluation.success_score >= self.procedures.min_score:
                         self.procedures.store(said.content, names, evaluation.success_score, model_ms,
                                               vector=turn.vector)
-        with self._step(turn, "summarize", calls):
+        with self._step(turn, "summarize"):
             summarize_if_needed(self.history(uid, tid), self.llm, policy=self.summary_policy)
 
     def give_feedback(self, turn: Turn, label: str) -> str | None:

@@ -6,8 +6,8 @@ from pydantic import BaseModel, Field
 from ..llm.task import Task
 from ..messages import Message
 
-DEFAULT_SYSTEM = ("You are a helpful assistant with memory. Use what you know about the user "
-                  "when it helps; say so when you don't know something.")
+SYSTEM_PROMPT = ("You are a helpful assistant with memory. Use what you know about the user "
+                 "when it helps; say so when you don't know something.")
 
 
 class ReplyInput(BaseModel):
@@ -23,9 +23,10 @@ class ReplyInput(BaseModel):
     steps: list[Message] = Field(default_factory=list, description="the tool exchange so far")
 
 
-def system_block(inp: ReplyInput, prompt: str = DEFAULT_SYSTEM) -> str:
-    """The system message: instructions, then one titled block per kind of memory that has content."""
-    parts = [prompt.strip()]
+def build_reply(inp: ReplyInput) -> list[Message]:
+    """The whole prompt: a system message with one titled block per kind of memory that has content,
+    the thread, the question, then the tool exchange so far."""
+    parts = [SYSTEM_PROMPT]
     if inp.memories:
         parts.append("Long-term memories about the user (most relevant first):\n"
                      + "\n".join(f"- {m}" for m in inp.memories))
@@ -35,22 +36,9 @@ def system_block(inp: ReplyInput, prompt: str = DEFAULT_SYSTEM) -> str:
     if inp.recalled:
         parts.append("Messages recalled from earlier conversations:\n" + "\n".join(f"- {r}" for r in inp.recalled))
     parts += [p for p in (inp.guidance, inp.suggestion) if p]
-    return "\n\n".join(parts)
-
-
-def build_reply(inp: ReplyInput, prompt: str = DEFAULT_SYSTEM) -> list[Message]:
-    """The whole prompt: system block, the thread, the question, then the tool exchange so far."""
-    return [Message(role="system", content=system_block(inp, prompt)), *inp.history,
+    return [Message(role="system", content="\n\n".join(parts)), *inp.history,
             Message(role="user", content=inp.question), *inp.steps]
 
 
-def reply_task(system_prompt: str = DEFAULT_SYSTEM) -> Task:
-    """The ``reply`` task with this system prompt (``output=None``: a message that may call tools)."""
-    def build(inp: ReplyInput) -> list[Message]:
-        return build_reply(inp, system_prompt)
-
-    return Task("reply", prompt=system_prompt, input=ReplyInput, output=None, max_tokens=400,
-                render=lambda inp: "\n\n".join(m.content for m in build(inp)), build=build)
-
-
-REPLY = reply_task()
+REPLY = Task("reply", prompt=SYSTEM_PROMPT, input=ReplyInput, output=None, max_tokens=400,
+             render=lambda inp: "\n\n".join(m.content for m in build_reply(inp)), build=build_reply)

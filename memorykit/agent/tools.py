@@ -9,23 +9,19 @@ from ..llm.tools import Tool, ToolError
 from ..memory.index import memory_type_list
 
 
-def memory_tools(store, user_id: str, *, distance_threshold: float | None = None, k: int = 5,
-                 llm=None) -> list[Tool]:
+def memory_tools(store, user_id: str, *, llm=None) -> list[Tool]:
     """``search_memory`` and ``manage_memory`` bound to one user (never taken from the model, so a
     call cannot reach another user's memories); writes go through ``store.remember`` (no duplicates)."""
     check_id(user_id, "user_id")
-    threshold = settings().distance_threshold if distance_threshold is None else distance_threshold
 
-    def search_memory(query: str, memory_type: str = "any", limit: int = k) -> dict[str, Any]:
+    def search_memory(query: str, memory_type: str = "any", limit: int = 5) -> dict[str, Any]:
         if not isinstance(query, str) or not query.strip():
             raise ToolError("query must be a non-empty string")
-        types = ["episodic", "semantic"] if memory_type in (None, "", "any") else memory_type_list(memory_type)
-        limit = max(1, min(int(limit), 20))
-        hits = store.search(query, user_id=user_id, memory_types=types, k=limit,
-                            distance_threshold=threshold)
+        hits = store.search(query, user_id=user_id, k=max(1, min(int(limit), 20)),
+                            memory_types=memory_type_list(None if memory_type in ("", "any") else memory_type),
+                            distance_threshold=settings().distance_threshold)
         return {"results": [{"id": h.memory.id, "memory_type": h.memory.memory_type,
-                             "content": h.memory.content, "distance": round(h.distance, 3)}
-                            for h in hits]}
+                             "content": h.memory.content, "distance": round(h.distance, 3)} for h in hits]}
 
     def owned(memory_id: str | None):
         memory = store.get(memory_id) if isinstance(memory_id, str) and memory_id.strip() else None
@@ -36,9 +32,11 @@ def memory_tools(store, user_id: str, *, distance_threshold: float | None = None
     def manage_memory(action: str, content: str | None = None, memory_type: str = "episodic",
                       memory_id: str | None = None) -> dict[str, Any]:
         action = str(action).strip().lower()
+        if action not in ("add", "update", "delete"):
+            raise ToolError(f"action must be 'add', 'update' or 'delete', got {action!r}")
+        if action != "delete" and (not isinstance(content, str) or not content.strip()):
+            raise ToolError(f"{action} needs the memory's content")
         if action == "add":
-            if not isinstance(content, str) or not content.strip():
-                raise ToolError("add needs the content to remember")
             mtype = memory_type_list(memory_type)[0]
             if mtype not in ("episodic", "semantic"):
                 raise ToolError("memory_type must be 'episodic' or 'semantic'")
@@ -47,16 +45,12 @@ def memory_tools(store, user_id: str, *, distance_threshold: float | None = None
             return {"status": "stored" if decision.action != "NOOP" else "already known",
                     "action": decision.action.lower(), "id": memory.id if memory else None,
                     "content": memory.content if memory else content}
+        memory = owned(memory_id)
         if action == "update":
-            if not isinstance(content, str) or not content.strip():
-                raise ToolError("update needs the new content")
-            memory = store.update(owned(memory_id).id, content)
-            return {"status": "updated", "id": memory.id, "content": memory.content}
-        if action == "delete":
-            memory = owned(memory_id)
+            memory = store.update(memory.id, content)
+        else:
             store.delete(memory.id)
-            return {"status": "deleted", "id": memory.id, "content": memory.content}
-        raise ToolError(f"action must be 'add', 'update' or 'delete', got {action!r}")
+        return {"status": "updated" if action == "update" else "deleted", "id": memory.id, "content": memory.content}
 
     search = Tool(
         name="search_memory",

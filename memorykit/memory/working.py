@@ -1,29 +1,32 @@
 """Working memory: a small scratchpad the agent keeps in its prompt on every turn and edits itself.
 
-Formats: **template** (Markdown sections), **schema** (a pydantic model or JSON schema; partial
-updates are validated and merged) or **text**; one per thread or one per user. Every write is a
-validated, size-limited optimistic transaction that pushes the old version onto a capped
-history, so a bad edit can be undone and concurrent edits are never lost.
+Formats: a Markdown **template**, a **schema** (a pydantic model or JSON schema; partial updates are
+merged) or free **text**; one per thread or one per user. Every write is a validated, size-limited
+optimistic transaction that keeps the old version in a capped history, so a bad edit can be undone
+and concurrent edits are never lost.
 """
 from __future__ import annotations
 
 import copy
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import redis
+from pydantic import ValidationError as PydanticError
 
 from ..errors import SchemaMismatchError, ValidationError
 from ..keys import check_id, check_namespace, user_key
-from ..messages import Message, count_tokens
-from . import working_tools
-from .working_tools import Observation
+from ..llm.task import TaskFailed, run_task
+from ..llm.tools import Tool
+from ..messages import Message, as_messages, count_tokens
+from .working_tools import UPDATE_BY_FORMAT, Observation, task_input
+
+log = logging.getLogger(__name__)
 
 SCOPES = ("conversation", "user")
-DEFAULT_MAX_CHARS = 2000
-DEFAULT_HISTORY = 10
 
 PROFILE_TEMPLATE = """# Profile
 - Name:
@@ -43,26 +46,13 @@ class Version:
     saved_at: float
     replaced_by: str  # the write that replaced this version: update, tool, observe, clear
 
-    def __repr__(self) -> str:
-        text = self.content if isinstance(self.content, str) else json.dumps(self.content)
-        return f"Version(replaced by {self.replaced_by}, {text[:60]!r})"
-
-
-def _json_schema(schema: Any) -> dict[str, Any]:
-    if isinstance(schema, dict):
-        return schema
-    if hasattr(schema, "model_json_schema"):
-        return schema.model_json_schema()
-    raise ValidationError("schema must be a pydantic model class or a JSON-schema dict")
-
 
 def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     """Follow ``$ref`` and unwrap ``anyOf: [X, null]`` (what pydantic emits for Optional fields)."""
     for _ in range(10):
         if "$ref" in node:
-            path = node["$ref"].lstrip("#/").split("/")
             target: Any = root
-            for part in path:
+            for part in node["$ref"].lstrip("#/").split("/"):
                 target = target[part]
             node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
         elif "anyOf" in node and "type" not in node:
@@ -78,9 +68,8 @@ def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
 def _partial_schema(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     """The schema with ``required`` dropped at every level: what a partial update may contain."""
     node = _resolve(copy.deepcopy(node), root)
-    node.pop("required", None)
-    node.pop("$defs", None)
-    node.pop("title", None)
+    for key in ("required", "$defs", "title"):
+        node.pop(key, None)
     if "properties" in node:
         node["properties"] = {k: _partial_schema(v, root) for k, v in node["properties"].items()}
     return node
@@ -89,10 +78,7 @@ def _partial_schema(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any
 def _merge(current: Any, update: Any) -> Any:
     """Deep-merge dicts (lists and scalars are replaced): partial updates keep what they don't mention."""
     if isinstance(current, dict) and isinstance(update, dict):
-        out = dict(current)
-        for k, v in update.items():
-            out[k] = _merge(current.get(k), v)
-        return out
+        return {**current, **{k: _merge(current.get(k), v) for k, v in update.items()}}
     return update
 
 
@@ -109,8 +95,8 @@ class WorkingMemory:
 
     def __init__(self, redis_client: redis.Redis, namespace: str = "memorykit", *,
                  template: str | None = None, schema: Any = None, scope: str = "conversation",
-                 max_chars: int | None = DEFAULT_MAX_CHARS, max_tokens: int | None = None,
-                 history: int = DEFAULT_HISTORY, ttl: int | None = None):
+                 max_chars: int | None = 2000, max_tokens: int | None = None,
+                 history: int = 10, ttl: int | None = None):
         if template is not None and schema is not None:
             raise ValidationError("give either a template or a schema, not both")
         if scope not in SCOPES:
@@ -121,28 +107,24 @@ class WorkingMemory:
             raise ValidationError("history must be >= 0 and size limits > 0 (or None)")
         if ttl is not None and ttl <= 0:
             raise ValidationError("ttl must be a positive number of seconds (or None)")
-        self.redis = redis_client
-        self.namespace = check_namespace(namespace)
-        self.template = template
-        self.schema = schema
-        self.scope = scope
-        self.max_chars = max_chars
-        self.max_tokens = max_tokens
-        self.history_size = history
-        self.ttl = ttl
+        self.redis, self.namespace, self.scope, self.ttl = redis_client, check_namespace(namespace), scope, ttl
+        self.template, self.schema, self.history_size = template, schema, history
+        self.max_chars, self.max_tokens = max_chars, max_tokens
         self.format = "schema" if schema is not None else "template" if template is not None else "text"
-        self._model = schema if hasattr(schema, "model_validate") else None
-        self._json_schema = _json_schema(schema) if schema is not None else None
-        self._validator = None
-        if self._json_schema is not None and self._model is None:
+        self._model = self._json_schema = self._validator = None
+        if isinstance(schema, dict):
             import jsonschema
 
-            jsonschema.Draft202012Validator.check_schema(self._json_schema)
-            self._validator = jsonschema.Draft202012Validator(self._json_schema)
+            jsonschema.Draft202012Validator.check_schema(schema)
+            self._json_schema, self._validator = schema, jsonschema.Draft202012Validator(schema)
+        elif schema is not None:
+            if not hasattr(schema, "model_json_schema"):
+                raise ValidationError("schema must be a pydantic model class or a JSON-schema dict")
+            self._model, self._json_schema = schema, schema.model_json_schema()
 
     def __repr__(self) -> str:
-        limit = f"{self.max_chars} chars" if self.max_chars else f"{self.max_tokens} tokens"
-        return f"WorkingMemory({self.format}, scope={self.scope}, limit={limit}, history={self.history_size})"
+        return (f"WorkingMemory({self.format}, scope={self.scope}, limit={self.limit_text()}, "
+                f"history={self.history_size})")
 
     def key(self, user_id: str, thread_id: str | None = None) -> str:
         """``ns:working:user:{user}`` or ``ns:working:conversation:{user}:thread`` (user as a cluster hash tag)."""
@@ -151,16 +133,13 @@ class WorkingMemory:
             return user_key(self.namespace, "working:user", user_id)
         if thread_id is None:
             raise ValidationError("conversation-scoped working memory needs a thread_id")
-        check_id(thread_id, "thread_id")
-        return user_key(self.namespace, "working:conversation", user_id, thread_id)
+        return user_key(self.namespace, "working:conversation", user_id, check_id(thread_id, "thread_id"))
 
     def history_key(self, user_id: str, thread_id: str | None = None) -> str:
         return self.key(user_id, thread_id) + ":history"
 
     def _decode(self, raw: str | None) -> Any:
-        if raw is None:
-            return None
-        if self.format != "schema":
+        if raw is None or self.format != "schema":
             return raw
         try:
             return json.loads(raw)
@@ -170,13 +149,7 @@ class WorkingMemory:
                 "format uses the same scope and namespace. Give each format its own namespace or scope.") from None
 
     def _encode(self, content: Any) -> str:
-        if self.format == "schema":
-            return json.dumps(content, ensure_ascii=False, sort_keys=False)
-        return content
-
-    def empty(self) -> Any:
-        """What a fresh scratchpad looks like: the template, ``{}`` or ``""``."""
-        return {"template": self.template, "schema": {}, "text": ""}[self.format]
+        return json.dumps(content, ensure_ascii=False) if self.format == "schema" else content
 
     def _coerce(self, content: Any) -> Any:
         """Accept what a caller or a model may pass: text, a dict, a JSON string, a pydantic object."""
@@ -198,43 +171,35 @@ class WorkingMemory:
         return content
 
     def validate(self, content: Any) -> Any:
-        """Return the content in its stored form, or raise ValidationError naming the field and the fix."""
-        if self.format == "schema":
-            if self._model is not None:
-                from pydantic import ValidationError as PydanticError
-
-                try:
-                    return self._model.model_validate(content).model_dump(mode="json")
-                except PydanticError as exc:
-                    problems = "; ".join(f"field '{_error_path(e['loc'])}': {e['msg']}" for e in exc.errors())
-                    raise ValidationError(f"working memory rejected: {problems}") from None
+        """Return the content in its stored form, or raise ValidationError naming the field (or the
+        size limit) and the fix."""
+        problems = []
+        if self._model is not None:
+            try:
+                content = self._model.model_validate(content).model_dump(mode="json")
+            except PydanticError as exc:
+                problems = [f"field '{_error_path(e['loc'])}': {e['msg']}" for e in exc.errors()]
+        elif self._validator is not None:
             errors = sorted(self._validator.iter_errors(content), key=lambda e: list(e.absolute_path))
-            if errors:
-                problems = "; ".join(f"field '{_error_path(e.absolute_path)}': {e.message}" for e in errors)
-                raise ValidationError(f"working memory rejected: {problems}")
-            return content
-        if self.format == "template" and content:
+            problems = [f"field '{_error_path(e.absolute_path)}': {e.message}" for e in errors]
+        elif self.format == "template" and content:
             missing = [h for h in _headings(self.template) if h not in _headings(content)]
             if missing:
-                raise ValidationError(
-                    f"working memory rejected: it must keep the template's sections; missing {missing}. "
-                    "Rewrite it with every section of the template.")
+                problems = [f"it must keep the template's sections; missing {missing}. "
+                            "Rewrite it with every section of the template."]
+        if problems:
+            raise ValidationError(f"working memory rejected: {'; '.join(problems)}")
+        limit = self.max_tokens or self.max_chars
+        if limit is not None and self.size(content) > limit:
+            raise ValidationError(
+                f"working memory is limited to {self.limit_text()} and this update makes it {self.size(content)}: "
+                "condense it (merge duplicate points, drop stale or minor details, shorten wording) and write it again")
         return content
 
     def size(self, content: Any) -> int:
         """Characters (or tokens, when the limit is in tokens) the stored content takes."""
         text = self._encode(content) if content is not None else ""
         return count_tokens(text) if self.max_tokens else len(text)
-
-    def check_size(self, content: Any) -> None:
-        limit, unit = (self.max_tokens, "tokens") if self.max_tokens else (self.max_chars, "characters")
-        if limit is None:
-            return
-        used = self.size(content)
-        if used > limit:
-            raise ValidationError(
-                f"working memory is limited to {limit} {unit} and this update makes it {used}: condense it "
-                "(merge duplicate points, drop stale or minor details, shorten wording) and write it again")
 
     def get(self, user_id: str, thread_id: str | None = None) -> Any:
         """The current content (Markdown/text, or a dict in schema mode); None when nothing is stored."""
@@ -243,20 +208,15 @@ class WorkingMemory:
     def current(self, user_id: str, thread_id: str | None = None) -> Any:
         """The current content, or the empty template / ``{}`` / ``""`` when nothing is stored."""
         got = self.get(user_id, thread_id)
-        return self.empty() if got is None else got
+        return {"template": self.template, "schema": {}, "text": ""}[self.format] if got is None else got
 
     def history(self, user_id: str, thread_id: str | None = None) -> list[Version]:
         """Past versions, newest first (at most ``history`` of them)."""
-        raw = self.redis.lrange(self.history_key(user_id, thread_id), 0, -1)
-        out = []
-        for item in raw:
-            data = json.loads(item)
-            out.append(Version(self._decode(data["content"]) if data["content"] is not None else None,
-                               data["saved_at"], data["replaced_by"]))
-        return out
+        return [Version(self._decode(v["content"]), v["saved_at"], v["replaced_by"])
+                for v in map(json.loads, self.redis.lrange(self.history_key(user_id, thread_id), 0, -1))]
 
     def _commit(self, user_id: str, thread_id: str | None, change, source: str) -> Any:
-        """Read -> change -> validate -> size check -> write + history, in one WATCH/MULTI/EXEC (retried)."""
+        """Read -> change -> validate (size included) -> write + history, in one WATCH/MULTI/EXEC (retried)."""
         k, hk = self.key(user_id, thread_id), self.history_key(user_id, thread_id)
 
         def attempt(pipe):
@@ -264,7 +224,6 @@ class WorkingMemory:
             new = change(self._decode(old_raw))
             if new is not None:
                 new = self.validate(new)
-                self.check_size(new)
             pipe.multi()
             if old_raw is not None and self.history_size:
                 pipe.lpush(hk, json.dumps({"content": old_raw, "saved_at": time.time(), "replaced_by": source}))
@@ -283,13 +242,9 @@ class WorkingMemory:
                merge: bool = True, source: str = "update") -> Any:
         """Write new content (schema mode: merged unless ``merge=False``); ValidationError writes nothing."""
         content = self._coerce(content)
-
-        def change(old):
-            if self.format == "schema" and merge:
-                return _merge(old or {}, content)
-            return content
-
-        return self._commit(user_id, thread_id, change, source)
+        if self.format == "schema" and merge:
+            return self._commit(user_id, thread_id, lambda old: _merge(old or {}, content), source)
+        return self._commit(user_id, thread_id, lambda old: content, source)
 
     def clear(self, user_id: str, thread_id: str | None = None, *, source: str = "clear") -> bool:
         """Delete the current content (kept in the history, so :meth:`undo` brings it back)."""
@@ -339,19 +294,80 @@ class WorkingMemory:
             return f"{self.max_tokens} tokens"
         return f"{self.max_chars} characters" if self.max_chars else "no limit"
 
-    def prompt_block(self, user_id: str, thread_id: str | None = None, *, editable: bool = True) -> str:
-        """Instruction + format + current content for the system prompt (``editable``: the model has the tools)."""
-        return working_tools.prompt_block(self, user_id, thread_id, editable=editable)
+    def prompt_block(self, user_id: str, thread_id: str | None = None) -> str:
+        """Instruction, format and current content, for a model that has the working-memory tools."""
+        current = self.get(user_id, thread_id)
+        shown = "(empty)" if current is None else self._encode(current).strip()
+        where = "this conversation" if self.scope == "conversation" else "this user, across conversations"
+        return (f"## Working memory ({self.scope} scope)\n"
+                f"A scratchpad for {where}, always shown here. Update it with the update_working_memory tool "
+                f"when you learn something that matters later (limit: {self.limit_text()}).\n"
+                f"{self.describe_format()}\n"
+                f"Current working memory:\n{shown}")
 
     def system_prompt(self, base: str, user_id: str, thread_id: str | None = None) -> str:
         """``base`` followed by the working-memory block."""
         return f"{base.rstrip()}\n\n{self.prompt_block(user_id, thread_id)}"
 
-    def tools(self, user_id: str, thread_id: str | None = None) -> list:
-        """get / update / clear tools bound to one user (and thread), with OpenAI schemas."""
-        return working_tools.memory_tools(self, user_id, thread_id)
+    def tools(self, user_id: str, thread_id: str | None = None) -> list[Tool]:
+        """get / update / clear tools bound to one user (and thread); errors come back as tool results."""
+        self.key(user_id, thread_id)  # validates ids and scope now, not at the first call
+        if self.format == "schema":
+            content = {**self.partial_schema(),
+                       "description": "only the fields to change; merged into the current value"}
+            how = " fields given (partial update, validated against the schema)."
+        else:
+            keep = " (keep every template section)" if self.format == "template" else ""
+            content = {"type": "string", "description": "the complete new working memory" + keep}
+            how = " with new content."
+
+        def get_working_memory():
+            return {"format": self.format, "scope": self.scope, "limit": self.limit_text(),
+                    "content": self.current(user_id, thread_id)}
+
+        def update_working_memory(content):
+            new = self.update(content, user_id, thread_id, source="tool")
+            return {"ok": True, "size": self.size(new), "limit": self.limit_text(), "content": new}
+
+        def clear_working_memory():
+            return {"ok": True, "cleared": self.clear(user_id, thread_id, source="tool")}
+
+        no_args = {"type": "object", "properties": {}}
+        update_args = {"type": "object", "properties": {"content": content}, "required": ["content"]}
+        return [
+            Tool("get_working_memory", f"Read the current working memory (the scratchpad for this {self.scope}).",
+                 no_args, get_working_memory),
+            Tool("update_working_memory", f"Replace the working memory{how} Limit: {self.limit_text()}; "
+                 "condense when over it.", update_args, update_working_memory),
+            Tool("clear_working_memory", "Empty the working memory (it can be restored by undo).",
+                 no_args, clear_working_memory),
+        ]
 
     def observe(self, message: Message | str | Sequence[Message | str], llm, user_id: str,
-                thread_id: str | None = None, retries: int = 1) -> Observation:
-        """Let the model update the working memory from the user's new message(s); call it every turn."""
-        return working_tools.observe(self, message, llm, user_id, thread_id, retries=retries)
+                thread_id: str | None = None) -> Observation:
+        """Let the model update the working memory from the user's new message(s); call it every turn.
+        A failed task, or an update still rejected after one retry with the reason, changes nothing."""
+        texts = [m.content.strip() for m in as_messages(message) if m.role == "user" and m.content.strip()]
+        if not texts:
+            return Observation(False, self.get(user_id, thread_id))
+        inp = task_input(self, self.current(user_id, thread_id), texts)
+        error, reason = None, ""
+        for _ in range(2):
+            try:
+                out = run_task(llm, UPDATE_BY_FORMAT[self.format], inp)
+            except TaskFailed as exc:
+                error = str(exc)
+                break
+            if not out.changed:
+                reason = out.reason
+                break
+            try:
+                before = self.get(user_id, thread_id)
+                new = self.update(out.content, user_id, thread_id, source="observe")
+                return Observation(new != before, new, None, out.reason)
+            except ValidationError as exc:
+                error = str(exc)
+                inp = inp.model_copy(update={"rejected": error})
+        if error:
+            log.warning("working memory left unchanged: %s", error)
+        return Observation(False, self.get(user_id, thread_id), error, reason)
