@@ -464,3 +464,16 @@ def test_the_question_is_embedded_once_per_turn(r, emb, llm, ns, monkeypatch, re
     # search_memory embeds the query the model wrote (here the same words) once more
     assert seen.count((True, question)) == (1 if retrieval == "inject" else 2)
     assert seen.count((False, question)) <= 2  # indexing for recall (and storing a procedure)
+
+
+def test_the_system_prompt_and_thread_ttl_are_the_callers(r, emb, ns):
+    model = Recording(scripted("Hello Ada."))
+    agent = mk.MemoryAgent(r, llm=model, embedder=emb, namespace=ns, memory="short_term", background=False,
+                           system_prompt="You are Ada, a terse librarian.", thread_ttl=120)
+    try:
+        agent.chat("Hi!", "u1", "t1")
+        assert model.prompts[0][0].role == "system"
+        assert model.prompts[0][0].content.startswith("You are Ada, a terse librarian.")
+        assert 0 < r.ttl(agent.history("u1", "t1").key) <= 120
+    finally:
+        agent.close()

@@ -32,7 +32,7 @@ from ..memory.summarize import ByCount, summarize_if_needed
 from ..memory.working import PROFILE_TEMPLATE, WorkingMemory
 from ..messages import Message, count_tokens
 from .loop import run_tool_loop
-from .reply import REPLY, ReplyInput
+from .reply import REPLY, SYSTEM_PROMPT, ReplyInput
 from .tools import memory_tools
 
 log = logging.getLogger(__name__)
@@ -119,9 +119,9 @@ class MemoryAgent:
     exactly); ``after_model`` hooks a replacement reply or ``Retry(reason)`` (one more try)."""
 
     def __init__(self, r: redis.Redis, llm=None, embedder=None, namespace: str = "memorykit", *,
-                 memory: str | bool = "full", retrieval: str = "inject", summary_policy=None,
-                 background: bool = True, before_model: Sequence[Callable] = (),
-                 after_model: Sequence[Callable] = ()):
+                 memory: str | bool = "full", retrieval: str = "inject", system_prompt: str = SYSTEM_PROMPT,
+                 summary_policy=None, thread_ttl: int | None = None, background: bool = True,
+                 before_model: Sequence[Callable] = (), after_model: Sequence[Callable] = ()):
         if memory not in MODES:
             raise ValidationError(f"memory must be 'full', 'short_term' or False, got {memory!r}")
         if retrieval not in RETRIEVALS:
@@ -129,6 +129,7 @@ class MemoryAgent:
         self.r, self.namespace, self.memory, self.retrieval = r, namespace, memory, retrieval
         self.llm = llm or get_llm()
         self.distance_threshold = settings().distance_threshold
+        self.system_prompt, self.thread_ttl = system_prompt, thread_ttl
         self.summary_policy = summary_policy or ByCount(max_messages=20, keep_last=6)
         self.background = background  # False: chat() waits for the writes (same writer thread)
         self.before_model, self.after_model = list(before_model), list(after_model)
@@ -155,10 +156,11 @@ class MemoryAgent:
         return str(getattr(self.llm, "label", type(self.llm).__name__))
 
     def history(self, user_id: str, thread_id: str) -> ChatHistory:
-        """The thread (kept until cleared); with full memory, deleting from it also deletes the recall vectors."""
+        """The thread (``thread_ttl``: seconds it lives after its last write; None keeps it); with full
+        memory, deleting from it also deletes the recall vectors."""
         if self.recall is not None:  # the agent indexes in the background, not on append
-            return self.recall.history(user_id, thread_id, index_appends=False)
-        return ChatHistory(self.r, user_id, thread_id, ttl=None, namespace=self.namespace)
+            return self.recall.history(user_id, thread_id, ttl=self.thread_ttl, index_appends=False)
+        return ChatHistory(self.r, user_id, thread_id, ttl=self.thread_ttl, namespace=self.namespace)
 
     def clear(self, user_id: str, thread_id: str) -> int:
         """"Clear chat": delete the thread, its summary and its recall vectors; long-term memory stays."""
@@ -246,7 +248,7 @@ class MemoryAgent:
     def _reply_input(self, turn: Turn, past: list[Message]) -> ReplyInput:
         """The reply task's input; with full memory, the question is embedded once for every search."""
         question, uid = turn.user_message.content, turn.user_id
-        inp = ReplyInput(question=question, history=past)
+        inp = ReplyInput(question=question, history=past, system=self.system_prompt)
         if self.memory != "full":
             return inp
         vector = turn.vector = self.embedder.embed(question)

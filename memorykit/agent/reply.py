@@ -14,6 +14,7 @@ class ReplyInput(BaseModel):
     """What the reply sees: the question, the thread before it and what memory retrieved for it."""
 
     question: str
+    system: str = Field(SYSTEM_PROMPT, description="the assistant's instructions")
     history: list[Message] = Field(default_factory=list, description="the thread before the question")
     memories: list[str] = Field(default_factory=list, description="long-term memories, most relevant first")
     working_memory: str | None = Field(None, description="the working-memory scratchpad (Markdown or JSON)")
@@ -26,7 +27,7 @@ class ReplyInput(BaseModel):
 def build_reply(inp: ReplyInput) -> list[Message]:
     """The whole prompt: a system message with one titled block per kind of memory that has content,
     the thread, the question, then the tool exchange so far."""
-    parts = [SYSTEM_PROMPT]
+    parts = [inp.system]
     if inp.memories:
         parts.append("Long-term memories about the user (most relevant first):\n"
                      + "\n".join(f"- {m}" for m in inp.memories))
