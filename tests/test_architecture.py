@@ -143,3 +143,23 @@ def test_public_surface():
     assert len(memorykit.__all__) <= 40
     for name in memorykit.__all__:
         assert getattr(memorykit, name) is not None
+
+
+def test_every_import_resolves_including_lazy_ones():
+    """A function-level import runs only when called: check each names a module or attribute that exists."""
+    import importlib
+
+    bad = []
+    for name, path in modules().items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            if not target.startswith("memorykit"):
+                continue
+            module = importlib.import_module(target)
+            bad += [f"{name}: {target}.{a.name}" for a in node.names
+                    if not hasattr(module, a.name) and importlib.util.find_spec(f"{target}.{a.name}") is None]
+    assert bad == []

@@ -452,6 +452,12 @@ def test_json_mode_reply_is_parsed(fake):
 
 
 # ---------------------------------------------------------------- choosing a backend
+def test_why_llm_names_the_local_model_without_starting_it(monkeypatch):
+    monkeypatch.setenv("MEMORYKIT_LLM", "local")
+    why = mk.why_llm()
+    assert why.startswith("a local llama.cpp server (") and why.endswith("because MEMORYKIT_LLM=local")
+
+
 def test_get_llm_selection(monkeypatch):
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORYKIT_LLM"):
         monkeypatch.delenv(var, raising=False)
