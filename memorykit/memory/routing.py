@@ -7,6 +7,7 @@ data changes.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -38,13 +39,10 @@ class Example:
 
 def load_examples(name: str) -> list[Example]:
     """Rows of ``data/routes/<name>.jsonl``: ``text`` with ``label`` (one) or ``tools`` (a set)."""
-    out = []
-    for line in data_path("routes", f"{name}.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            labels = row["tools"] if "tools" in row else [row["label"]]
-            out.append(Example(row["text"], tuple(sorted(labels)), row.get("split", "train")))
-    return out
+    lines = data_path("routes", f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines if line.strip()]
+    return [Example(row["text"], tuple(sorted(row["tools"] if "tools" in row else [row["label"]])),
+                    row.get("split", "train")) for row in rows]
 
 
 def readable(text: str) -> str:
@@ -88,16 +86,11 @@ def calibrate(train: Sequence[Example], train_vectors: np.ndarray, held: Sequenc
     sims = held_vectors @ train_vectors.T
     nearest = {r: 1.0 - sims[:, [r in e.labels for e in train]].max(axis=1) for r in routes}
     dist = [{r: float(nearest[r][i]) for r in routes} for i in range(len(held))]
-    scores: dict[tuple[float, float], float] = {}
-    for margin in (MARGINS if multi_label else (None,)):
-        for t in GRID:
-            hits = sum(decide(d, t, margin) == sorted(e.labels) if multi_label
-                       else (decide(d, t, margin) or [None])[0] == (e.labels[0] if e.labels else None)
-                       for d, e in zip(dist, held))
-            scores[(t, margin)] = hits / max(1, len(held))
+    scores = {(t, margin): sum(decide(d, t, margin) == list(e.labels) for d, e in zip(dist, held)) / max(1, len(held))
+              for margin in (MARGINS if multi_label else (None,)) for t in GRID}
     top = max(scores.values())
-    margin = min((m for (t, m), s in scores.items() if s == top), key=lambda m: -1 if m is None else m)
-    plateau = sorted(t for (t, m), s in scores.items() if s == top and m == margin)
+    margin = next(m for (t, m), s in scores.items() if s == top)   # the smallest margin that scores best
+    plateau = [t for (t, m), s in scores.items() if s == top and m == margin]
     return Calibration(plateau[len(plateau) // 2], margin if margin is not None else 0.0, round(top, 4),
                        len(train), len(held))
 
@@ -164,35 +157,30 @@ class Router:
                             for r in (config or {}).get("routes", []))
             if config is None or stored != wanted:   # new, changed or half-built: (re)build it
                 log.info("router %s: building the index from data/routes", self.index_name)
-                self._drop()
+                drop_router(self.redis, self.index_name)
+            kwargs = dict(name=self.index_name, routes=routes, vectorizer=self.embedder.vectorizer,
+                          redis_client=self.redis)
             try:
-                return SemanticRouter(name=self.index_name, routes=routes, vectorizer=self.embedder.vectorizer,
-                                      redis_client=self.redis, overwrite=False)
+                return SemanticRouter(**kwargs, overwrite=False)
             except ValueError:  # an index of that name with another schema: ours to replace
-                self._drop()
-                return SemanticRouter(name=self.index_name, routes=routes, vectorizer=self.embedder.vectorizer,
-                                      redis_client=self.redis, overwrite=True)
-
-    def _drop(self) -> None:
-        drop_router(self.redis, self.index_name)
+                drop_router(self.redis, self.index_name)
+                return SemanticRouter(**kwargs, overwrite=True)
 
     def distances(self, text: str | None = None, vector: Sequence[float] | None = None) -> dict[str, float]:
         """Distance from the query to each route's nearest reference, for routes under the threshold."""
         from redisvl.extensions.router.schema import DistanceAggregationMethod
 
-        vector = list(vector) if vector is not None else self.embed(text or "")
+        kwargs = dict(vector=list(vector) if vector is not None else self.embed(text or ""),
+                      max_k=len(self.route_names), aggregation_method=DistanceAggregationMethod.min)
         try:
-            matches = self.router.route_many(vector=vector, max_k=len(self.route_names),
-                                             aggregation_method=DistanceAggregationMethod.min)
+            matches = self.router.route_many(**kwargs)
         except redis.ResponseError:  # the index was dropped under us: build it again once
             self._router = None
-            matches = self.router.route_many(vector=vector, max_k=len(self.route_names),
-                                             aggregation_method=DistanceAggregationMethod.min)
+            matches = self.router.route_many(**kwargs)
         return {m.name: float(m.distance) for m in matches if m.name}
 
     def route(self, text: str | None = None, vector: Sequence[float] | None = None) -> str | None:
-        found = decide(self.distances(text, vector), self.calibration.threshold, None)
-        return found[0] if found else None
+        return next(iter(decide(self.distances(text, vector), self.calibration.threshold, None)), None)
 
     def labels(self, text: str | None = None, vector: Sequence[float] | None = None) -> list[str]:
         """Every route that passes: under the threshold and within the calibrated margin of the best."""
@@ -202,17 +190,15 @@ class Router:
     def delete(self) -> None:
         with self._lock:
             self._router = None
-            self._drop()
+            drop_router(self.redis, self.index_name)
 
 
 def drop_router(client: redis.Redis, index_name: str) -> None:
     """Delete one router: its index, its reference documents and its stored config."""
     from redisvl.index import SearchIndex
 
-    try:
+    with contextlib.suppress(Exception):  # no such index
         SearchIndex.from_existing(index_name, redis_client=client).delete(drop=True)
-    except Exception:  # no such index
-        pass
     client.delete(f"{index_name}:route_config")
 
 
@@ -227,11 +213,11 @@ def drop_routers(client: redis.Redis, namespace: str = ROUTES_NAMESPACE) -> int:
 
 
 @functools.lru_cache(maxsize=4)
-def _default_client(redis_url_setting: str | None) -> redis.Redis:
+def _default_client(redis_url: str | None) -> redis.Redis:
     """One client per configured server for the routers of the offline backend (which gets no client)."""
     from ..server import connect
 
-    return connect()
+    return connect(redis_url)
 
 
 _ROUTERS: dict[tuple[Any, ...], Router] = {}
@@ -239,14 +225,14 @@ _ROUTERS_LOCK = threading.Lock()
 
 
 def get_router(name: str, redis_client: redis.Redis | None = None, embedder=None, *,
-               multi_label: bool = False, namespace: str = ROUTES_NAMESPACE) -> Router:
-    """One :class:`Router` per (server, namespace, name) in this process, built on first use."""
+               multi_label: bool = False) -> Router:
+    """One :class:`Router` per (server, name) in this process, built on first use."""
     if redis_client is None:
         from ..config import settings
 
         redis_client = _default_client(settings().redis_url)
     kw = redis_client.connection_pool.connection_kwargs
-    cache_key = (kw.get("host"), kw.get("port"), kw.get("path"), kw.get("db"), namespace, name)
+    cache_key = (kw.get("host"), kw.get("port"), kw.get("path"), kw.get("db"), name)
     with _ROUTERS_LOCK:
         router = _ROUTERS.get(cache_key)
         if router is None:
@@ -254,7 +240,6 @@ def get_router(name: str, redis_client: redis.Redis | None = None, embedder=None
                 from ..embeddings import get_embedder
 
                 embedder = get_embedder(redis_client)
-            router = _ROUTERS[cache_key] = Router(name, redis_client, embedder, multi_label=multi_label,
-                                                  namespace=namespace)
+            router = _ROUTERS[cache_key] = Router(name, redis_client, embedder, multi_label=multi_label)
         return router
 
