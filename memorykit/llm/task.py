@@ -240,7 +240,9 @@ def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools: list[dict] | 
                 raise ValueError(f"{copied!r} is the prompt's example, not taken from the input")
             return out
         except ValueError as exc:
-            error = _short_error(exc)
+            error = str(exc)[:200]
+            if isinstance(exc, ValidationError):
+                error = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:3])
             log.info("task %s: invalid output (%s), %s", task.name, error,
                      "repairing once" if attempt == 0 else "giving up")
             messages = [*messages, Message(role="assistant", content=reply.content or ""),
@@ -248,12 +250,6 @@ def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools: list[dict] | 
                                                      "only a JSON object that matches the schema.")]
     usage.ok, usage.error = False, f"invalid output after one repair: {error}"
     raise TaskFailed(task.name, usage.error, reply.content)
-
-
-def _short_error(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:3])
-    return str(exc)[:200]
 
 
 def _chat(llm: ChatModel, task: Task, messages: list[Message], **kwargs: Any) -> tuple[Message, Usage]:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Literal, Sequence
 import numpy as np
 import redis
 from pydantic import BaseModel, Field
-from redisvl.query import FilterQuery
+from redisvl.query import CountQuery, FilterQuery
 from redisvl.query.filter import Tag
 from redisvl.utils.rerank import BaseReranker, HFCrossEncoderReranker
 
@@ -81,9 +81,6 @@ class Guidance:
             lines += [f"{tag}: {json.dumps({'query': e.query, 'response': e.response}, ensure_ascii=False)}"
                       for e in examples]
         return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.block
 
     def __bool__(self) -> bool:
         return bool(self.positives or self.negatives)
@@ -207,7 +204,7 @@ class FeedbackStore:
         return [self._example(d) for d in json_docs(self.redis, [row["id"] for row in self.index.query(q)]) if d]
 
     def count(self, user_id: str, label: str | None = None) -> int:
-        return len(self.list(user_id, label))
+        return self.index.query(CountQuery(self._filter(user_id, label)))
 
     def search(self, query: str, user_id: str, k: int = 3, label: str | None = None,
                vector: Sequence[float] | None = None) -> list[FeedbackHit]:

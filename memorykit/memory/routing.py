@@ -19,7 +19,8 @@ from typing import Any, Sequence
 import numpy as np
 import redis
 
-from ..config import data_path
+from ..config import data_path, settings
+from ..embeddings import get_embedder
 
 log = logging.getLogger(__name__)
 
@@ -227,19 +228,11 @@ _ROUTERS_LOCK = threading.Lock()
 def get_router(name: str, redis_client: redis.Redis | None = None, embedder=None, *,
                multi_label: bool = False) -> Router:
     """One :class:`Router` per (server, name) in this process, built on first use."""
-    if redis_client is None:
-        from ..config import settings
-
-        redis_client = _default_client(settings().redis_url)
-    kw = redis_client.connection_pool.connection_kwargs
+    client = redis_client if redis_client is not None else _default_client(settings().redis_url)
+    kw = client.connection_pool.connection_kwargs
     cache_key = (kw.get("host"), kw.get("port"), kw.get("path"), kw.get("db"), name)
     with _ROUTERS_LOCK:
-        router = _ROUTERS.get(cache_key)
-        if router is None:
-            if embedder is None:
-                from ..embeddings import get_embedder
-
-                embedder = get_embedder(redis_client)
-            router = _ROUTERS[cache_key] = Router(name, redis_client, embedder, multi_label=multi_label)
-        return router
+        if cache_key not in _ROUTERS:
+            _ROUTERS[cache_key] = Router(name, client, embedder or get_embedder(client), multi_label=multi_label)
+        return _ROUTERS[cache_key]
 
