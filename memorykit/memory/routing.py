@@ -1,9 +1,8 @@
 """Routing with RedisVL's ``SemanticRouter``: a choice among known options, by the nearest example.
 
-Routes come from ``data/routes/<name>.jsonl``: ``train`` rows are the references, ``calibration``
-rows choose the distance threshold (and a multi-label margin) once, in numpy; the held-out file
-is never read here. The router index is built lazily, shared by every process, rebuilt when the
-data changes.
+Routes come from ``data/routes/<name>.jsonl``: ``train`` rows are the references, ``calibration`` rows
+choose the distance threshold (and a multi-label margin); the held-out file is never read here. The
+router index is built on first use, shared by every process and rebuilt when the data changes.
 """
 from __future__ import annotations
 
@@ -69,15 +68,10 @@ def decide(distances: dict[str, float], threshold: float, margin: float | None) 
     ``margin=None`` is single-label: the best route only. A reference labelled with two routes
     is stored in both, so a tie at distance d means "the nearest example needs both".
     """
-    if not distances:
-        return []
-    best = min(distances, key=lambda k: (distances[k], k))
-    if distances[best] >= threshold:
-        return []
-    if margin is None:
-        return [best]
-    return sorted((k for k, d in distances.items() if d <= distances[best] + margin + 1e-6 and d < threshold),
-                  key=lambda k: (distances[k], k))
+    passing = sorted((k for k, d in distances.items() if d < threshold), key=lambda k: (distances[k], k))
+    if margin is None or not passing:
+        return passing[:1]
+    return [k for k in passing if distances[k] <= distances[passing[0]] + margin + 1e-6]
 
 
 def calibrate(train: Sequence[Example], train_vectors: np.ndarray, held: Sequence[Example],
