@@ -17,6 +17,9 @@ from typing import Any, Sequence
 
 import numpy as np
 import redis
+from redisvl.extensions.router import Route, SemanticRouter
+from redisvl.extensions.router.schema import DistanceAggregationMethod
+from redisvl.index import SearchIndex
 
 from ..config import data_path, settings
 from ..embeddings import get_embedder
@@ -125,9 +128,7 @@ class Router:
             self._calibration = calibrate(self.train, tv, held, hv, self.multi_label)
         return self._calibration
 
-    def routes(self) -> list:
-        from redisvl.extensions.router import Route
-
+    def routes(self) -> list[Route]:
         t = self.calibration.threshold
         return [Route(name=r, distance_threshold=t,
                       references=list(dict.fromkeys(readable(e.text) for e in self.train if r in e.labels)))
@@ -141,9 +142,7 @@ class Router:
                 self._router = self._attach()
             return self._router
 
-    def _attach(self):
-        from redisvl.extensions.router import SemanticRouter
-
+    def _attach(self) -> SemanticRouter:
         routes = self.routes()
         wanted = sorted((r.name, tuple(sorted(r.references)), r.distance_threshold) for r in routes)
         with self.redis.lock(f"{self.index_name}:lock", timeout=300, blocking_timeout=300):
@@ -163,8 +162,6 @@ class Router:
 
     def distances(self, text: str | None = None, vector: Sequence[float] | None = None) -> dict[str, float]:
         """Distance from the query to each route's nearest reference, for routes under the threshold."""
-        from redisvl.extensions.router.schema import DistanceAggregationMethod
-
         kwargs = dict(vector=list(vector) if vector is not None else self.embed(text or ""),
                       max_k=len(self.route_names), aggregation_method=DistanceAggregationMethod.min)
         try:
@@ -190,8 +187,6 @@ class Router:
 
 def drop_router(client: redis.Redis, index_name: str) -> None:
     """Delete one router: its index, its reference documents and its stored config."""
-    from redisvl.index import SearchIndex
-
     with contextlib.suppress(Exception):  # no such index
         SearchIndex.from_existing(index_name, redis_client=client).delete(drop=True)
     client.delete(f"{index_name}:route_config")
