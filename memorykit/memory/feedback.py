@@ -176,15 +176,13 @@ class FeedbackStore:
 
         return self.redis.transaction(toggle, k, value_from_callable=True)
 
-    def save(self, user_id: str, example: FeedbackExample) -> FeedbackExample:
-        """Set an example's label (no toggling): used for feedback found in conversations."""
-        example.user_id = user_id
-        self.redis.json().set(self.key(user_id, example.query, example.response), "$", self._doc(user_id, example))
-        return example
-
     def learn(self, user_id: str, exchanges: Sequence[tuple[str, str]], llm=None) -> list[FeedbackExample]:
-        """Analyze the last exchanges for feedback and save what was found."""
-        return [self.save(user_id, e) for e in analyze_feedback(exchanges, llm=llm)]
+        """Analyze the last exchanges for feedback and save what was found (set, not toggled)."""
+        found = analyze_feedback(exchanges, llm=llm)
+        for example in found:
+            example.user_id = user_id
+            self.redis.json().set(self.key(user_id, example.query, example.response), "$", self._doc(user_id, example))
+        return found
 
     def get(self, user_id: str, query: str, response: str) -> FeedbackExample | None:
         doc = self.redis.json().get(self.key(user_id, query, response))
