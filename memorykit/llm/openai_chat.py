@@ -79,7 +79,8 @@ class OpenAIChat:
             log.info("%s chose no tool and wrote nothing; asking again without tools", self.label)
             kwargs = {k: v for k, v in kwargs.items() if k not in ("tools", "tool_choice")}
             again = self._send(kwargs, response_format, plain, deadline)
-            again.usage = _add_usage(reply.usage, again.usage)
+            reported = [u for u in (reply.usage, again.usage) if u]   # both calls' tokens count
+            again.usage = {k: sum(u[k] for u in reported) for k in reported[0]} if reported else None
             reply = again
         return reply
 
@@ -194,9 +195,3 @@ def _retry_after(exc: Any) -> float | None:
         return float(exc.response.headers.get("retry-after"))
     except (AttributeError, TypeError, ValueError):
         return None
-
-
-def _add_usage(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, int] | None:
-    if not a or not b:
-        return b or a
-    return {k: a.get(k, 0) + b.get(k, 0) for k in ("prompt_tokens", "completion_tokens")}
