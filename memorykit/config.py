@@ -6,26 +6,30 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 
 def _env(name: str, default: str | None = None) -> str | None:
-    value = os.environ.get(name)
-    return value if value not in (None, "") else default
+    return os.environ.get(name) or default
 
 
-PACKAGE_DATA = Path(__file__).resolve().parent.parent / "data"
+def _from_env(name: str, default: str | None = None, cast: Callable[[str], Any] = str) -> Any:
+    """A settings field read from the variable ``name`` when the settings are made (unset or empty: ``default``)."""
+    def read() -> Any:
+        value = _env(name, default)
+        return None if value is None else cast(value)
+    return field(default_factory=read)
 
 
 def data_path(*parts: str) -> Path:
     """A file in the course's ``data/`` folder (shipped with the checkout; never moved by MEMORYKIT_HOME)."""
-    return PACKAGE_DATA.joinpath(*parts)
+    return Path(__file__).resolve().parent.parent.joinpath("data", *parts)
 
 
 def project_root() -> Path:
     """Where ``.memorykit/`` (the embedded server's data) lives: ``MEMORYKIT_HOME``, else the checkout."""
-    explicit = _env("MEMORYKIT_HOME")
-    if explicit:
-        return Path(explicit).expanduser().resolve()
+    if home := _env("MEMORYKIT_HOME"):
+        return Path(home).expanduser().resolve()
     for start in (Path.cwd(), Path(__file__).resolve().parent):
         for parent in (start, *start.parents):
             if (parent / "pyproject.toml").exists() and (parent / "memorykit").is_dir():
@@ -35,32 +39,23 @@ def project_root() -> Path:
 
 @dataclass(frozen=True)
 class Settings:
-    redis_url: str | None = field(default_factory=lambda: _env("REDIS_URL"))
+    redis_url: str | None = _from_env("REDIS_URL")
     data_dir: Path = field(default_factory=lambda: project_root() / ".memorykit")
-    openai_api_key: str | None = field(default_factory=lambda: _env("OPENAI_API_KEY"))
-    openai_base_url: str | None = field(default_factory=lambda: _env("OPENAI_BASE_URL"))
-    llm: str | None = field(default_factory=lambda: _env("MEMORYKIT_LLM"))
-    llm_model: str = field(default_factory=lambda: _env("MEMORYKIT_LLM_MODEL", "gpt-4o-mini"))
-    llm_timeout: float = field(default_factory=lambda: float(_env("MEMORYKIT_LLM_TIMEOUT", "30")))
-    llm_max_tokens: int = field(default_factory=lambda: int(_env("MEMORYKIT_LLM_MAX_TOKENS", "512")))
-    llm_json_mode: str = field(default_factory=lambda: _env("MEMORYKIT_LLM_JSON_MODE", "json_schema"))
-    local_model: str | None = field(default_factory=lambda: _env("MEMORYKIT_LOCAL_MODEL"))
-    local_ctx: int = field(default_factory=lambda: int(_env("MEMORYKIT_LOCAL_CTX", "4096")))
-    local_chat_format: str = field(
-        default_factory=lambda: os.environ.get("MEMORYKIT_LOCAL_CHAT_FORMAT", "chatml-function-calling")
-    )
-    local_threads: int | None = field(
-        default_factory=lambda: int(_env("MEMORYKIT_LOCAL_THREADS")) if _env("MEMORYKIT_LOCAL_THREADS") else None
-    )
-    embedder: str = field(default_factory=lambda: _env("MEMORYKIT_EMBEDDER", "local"))
-    openai_embedding_model: str = field(
-        default_factory=lambda: _env("MEMORYKIT_OPENAI_EMBEDDING_MODEL", "text-embedding-3-small")
-    )
-    distance_threshold: float = field(
-        default_factory=lambda: float(_env("MEMORYKIT_DISTANCE_THRESHOLD", "0.69"))
-    )
-    redis_appendfsync: str = field(default_factory=lambda: _env("MEMORYKIT_REDIS_APPENDFSYNC", "everysec"))
-    thread_ttl: int = field(default_factory=lambda: int(_env("MEMORYKIT_THREAD_TTL", "3600")))
+    openai_api_key: str | None = _from_env("OPENAI_API_KEY")
+    openai_base_url: str | None = _from_env("OPENAI_BASE_URL")
+    llm: str | None = _from_env("MEMORYKIT_LLM")
+    llm_model: str = _from_env("MEMORYKIT_LLM_MODEL", "gpt-4o-mini")
+    llm_timeout: float = _from_env("MEMORYKIT_LLM_TIMEOUT", "30", float)
+    llm_max_tokens: int = _from_env("MEMORYKIT_LLM_MAX_TOKENS", "512", int)
+    llm_json_mode: str = _from_env("MEMORYKIT_LLM_JSON_MODE", "json_schema")
+    local_model: str | None = _from_env("MEMORYKIT_LOCAL_MODEL")
+    local_ctx: int = _from_env("MEMORYKIT_LOCAL_CTX", "4096", int)
+    local_chat_format: str = _from_env("MEMORYKIT_LOCAL_CHAT_FORMAT", "chatml-function-calling")
+    local_threads: int | None = _from_env("MEMORYKIT_LOCAL_THREADS", cast=int)
+    embedder: str = _from_env("MEMORYKIT_EMBEDDER", "local")
+    openai_embedding_model: str = _from_env("MEMORYKIT_OPENAI_EMBEDDING_MODEL", "text-embedding-3-small")
+    distance_threshold: float = _from_env("MEMORYKIT_DISTANCE_THRESHOLD", "0.69", float)
+    redis_appendfsync: str = _from_env("MEMORYKIT_REDIS_APPENDFSYNC", "everysec")
 
     def max_tokens_for(self, task: str, default: int | None = None) -> int:
         """A task's output budget: ``MEMORYKIT_LLM_MAX_TOKENS_<TASK>``, else the task's own, else the global one."""

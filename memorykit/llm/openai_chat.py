@@ -1,11 +1,9 @@
 """OpenAI or any OpenAI-compatible server (Ollama, vLLM, LM Studio, llama.cpp), bounded.
 
-Every request carries ``max_tokens``; a call has one deadline (``MEMORYKIT_LLM_TIMEOUT``)
-and is retried only for 429, 5xx and connection errors while the deadline allows, never
-after a timeout (the server may still be generating, and a retry would queue behind it).
-Structured output is asked as ``json_schema``; a server that rejects that is asked for
-``json_object`` with the schema (llama-cpp-python's form), then plain ``json_object``, then
-plain text with the schema in the prompt: the step down happens once and is remembered.
+Every request carries ``max_tokens``; a call has one deadline (``MEMORYKIT_LLM_TIMEOUT``) and is retried
+only for 429, 5xx and connection errors, never after a timeout (the server may still be generating).
+A server that rejects ``json_schema`` output is asked, one step down each time and remembered, for
+``json_object`` with the schema, plain ``json_object``, then plain text with the schema in the prompt.
 """
 from __future__ import annotations
 
@@ -34,9 +32,8 @@ class OpenAIChat:
     that would finish an abandoned generation (llama-cpp-python) stops at once instead.
     """
 
-    def __init__(self, model: str | None = None, *, api_key: str | None = None,
-                 base_url: str | None = None, timeout: float | None = None, max_retries: int = 2,
-                 temperature: float = 0.0, max_tokens: int | None = None, label: str | None = None,
+    def __init__(self, model: str | None = None, *, api_key: str | None = None, base_url: str | None = None,
+                 timeout: float | None = None, max_retries: int = 2, label: str | None = None,
                  format_mode: str | None = None, inline_tool_results: bool = False, stream: bool = False):
         import openai
 
@@ -46,33 +43,29 @@ class OpenAIChat:
         api_key = api_key or cfg.openai_api_key or ("not-needed" if self.base_url else None)
         if not api_key:
             raise LLMError("OpenAIChat needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server).")
+        self.format_mode = format_mode or cfg.llm_json_mode
+        if self.format_mode not in FORMAT_MODES:
+            raise LLMError(f"MEMORYKIT_LLM_JSON_MODE must be one of {FORMAT_MODES}, got {self.format_mode!r}")
         self.timeout = float(timeout or cfg.llm_timeout)
-        self.max_retries = max_retries
-        self.temperature = temperature
-        self.max_tokens = max_tokens or cfg.llm_max_tokens
-        mode = format_mode or cfg.llm_json_mode
-        if mode not in FORMAT_MODES:
-            raise LLMError(f"MEMORYKIT_LLM_JSON_MODE must be one of {FORMAT_MODES}, got {mode!r}")
-        self.format_mode = mode
-        self.inline_tool_results = inline_tool_results
-        self.stream = stream
+        self.max_tokens = cfg.llm_max_tokens
+        self.max_retries, self.inline_tool_results, self.stream = max_retries, inline_tool_results, stream
         # The SDK's own retries would repeat a timed-out generation: we retry ourselves.
-        self.client = openai.OpenAI(api_key=api_key, base_url=self.base_url, timeout=self.timeout,
-                                    max_retries=0)
+        self.client = openai.OpenAI(api_key=api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0)
         self.label = label or (f"{self.model} @ {self.base_url}" if self.base_url else self.model)
 
     def __repr__(self) -> str:
         return f"OpenAIChat({self.label})"
 
-    # ------------------------------------------------------------------ one request
     def chat(self, messages: Sequence[Message | dict], *, tools: list[dict] | None = None,
              tool_choice: str | dict | None = None, response_format: dict | None = None,
              max_tokens: int | None = None) -> Message:
         """One bounded chat completion; raises :class:`LLMError` when it cannot get one in time."""
         deadline = time.monotonic() + self.timeout
-        plain = self._messages(messages)
-        kwargs: dict[str, Any] = {"model": self.model, "messages": plain,
-                                  "temperature": self.temperature,
+        plain = to_openai(messages)
+        if self.inline_tool_results:
+            plain = [{"role": "user", "content": f"Result of {m.get('name') or 'the tool'}: {m.get('content') or ''}"}
+                     if m["role"] == "tool" else m for m in plain]
+        kwargs: dict[str, Any] = {"model": self.model, "messages": plain, "temperature": 0.0,
                                   "max_tokens": int(max_tokens or self.max_tokens)}
         if tools:
             kwargs["tools"] = tools
@@ -86,16 +79,10 @@ class OpenAIChat:
             log.info("%s chose no tool and wrote nothing; asking again without tools", self.label)
             kwargs = {k: v for k, v in kwargs.items() if k not in ("tools", "tool_choice")}
             again = self._send(kwargs, response_format, plain, deadline)
-            again.usage = _add_usage(reply.usage, again.usage)
+            reported = [u for u in (reply.usage, again.usage) if u]   # both calls' tokens count
+            again.usage = {k: sum(u[k] for u in reported) for k in reported[0]} if reported else None
             reply = again
         return reply
-
-    def _messages(self, messages: Sequence[Message | dict]) -> list[dict[str, Any]]:
-        out = to_openai(messages)
-        if not self.inline_tool_results:
-            return out
-        return [{"role": "user", "content": f"Result of {m.get('name') or 'the tool'}: {m.get('content') or ''}"}
-                if m["role"] == "tool" else m for m in out]
 
     def _apply_format(self, kwargs: dict[str, Any], response_format: dict, plain: list[dict]) -> None:
         """Shape ``response_format`` (and, below json_schema, the prompt) for the current mode."""
@@ -117,19 +104,13 @@ class OpenAIChat:
         import openai
 
         attempt = 0
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0.05:
-                raise LLMError(f"the model call ran out of its {self.timeout:g} s deadline "
-                               "(MEMORYKIT_LLM_TIMEOUT)")
+        while (remaining := deadline - time.monotonic()) > 0.05:
             try:
                 if self.stream and "tools" not in kwargs:
                     return self._stream(kwargs, remaining, deadline)
-                response = self.client.with_options(timeout=remaining).chat.completions.create(**kwargs)
-                break
-            except (openai.APITimeoutError, _StreamTimeout) as exc:
-                raise LLMError(f"the model did not answer within {self.timeout:g} s "
-                               "(MEMORYKIT_LLM_TIMEOUT); not retried, the server may still be busy") from exc
+                return _reply(self.client.with_options(timeout=remaining).chat.completions.create(**kwargs))
+            except openai.APITimeoutError as exc:
+                raise self._timed_out() from exc
             except openai.APIStatusError as exc:
                 if response_format and self._downgrade(exc):
                     self._apply_format(kwargs, response_format, plain)
@@ -147,57 +128,57 @@ class OpenAIChat:
             attempt += 1
             backoff = wait if wait is not None else 0.5 * 2 ** (attempt - 1)
             time.sleep(max(0.0, min(backoff, deadline - time.monotonic() - 0.1)))
-        if not response.choices:
-            raise LLMError("the model returned no choices")
-        reply = Message.from_openai(response.choices[0].message)
-        reply.role = "assistant"
-        if response.usage is not None:
-            reply.usage = {"prompt_tokens": response.usage.prompt_tokens or 0,
-                           "completion_tokens": response.usage.completion_tokens or 0}
-        return reply
+        raise LLMError(f"the model call ran out of its {self.timeout:g} s deadline (MEMORYKIT_LLM_TIMEOUT)")
+
+    def _timed_out(self) -> LLMError:
+        return LLMError(f"the model did not answer within {self.timeout:g} s "
+                        "(MEMORYKIT_LLM_TIMEOUT); not retried, the server may still be busy")
 
     def _stream(self, kwargs: dict[str, Any], remaining: float, deadline: float) -> Message:
         """Stream one reply, checking the deadline at every chunk; closing the stream stops the server."""
-        parts: list[str] = []
-        usage = None
+        reply = Message(role="assistant")
         stream = self.client.with_options(timeout=remaining).chat.completions.create(**kwargs, stream=True)
         try:
             for chunk in stream:
-                if getattr(chunk, "usage", None):
-                    usage = {"prompt_tokens": chunk.usage.prompt_tokens or 0,
-                             "completion_tokens": chunk.usage.completion_tokens or 0}
+                reply.usage = _usage(getattr(chunk, "usage", None)) or reply.usage
                 if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
-                    parts.append(chunk.choices[0].delta.content)
+                    reply.content += chunk.choices[0].delta.content
                 if time.monotonic() > deadline:
-                    raise _StreamTimeout()
-        except _StreamTimeout:
+                    raise self._timed_out()
+        except LLMError:
             raise
         except Exception as exc:  # the transport's own errors surface raw while a stream is read
             if "timeout" in type(exc).__name__.lower():
-                raise _StreamTimeout() from exc
+                raise self._timed_out() from exc
             raise LLMError(f"the model server broke off its reply: {type(exc).__name__}: {exc}") from exc
         finally:
             stream.close()
-        reply = Message(role="assistant", content="".join(parts))
-        reply.usage = usage
         return reply
 
     def _downgrade(self, exc: Any) -> bool:
         """A rejected response format (400/422, or llama-cpp-python's 500): step one mode down, once."""
         text = str(getattr(exc, "message", exc)).lower()
-        if exc.status_code not in (400, 415, 422, 500) or not any(w in text for w in _FORMAT_WORDS):
+        refused = exc.status_code in (400, 415, 422, 500) and any(w in text for w in _FORMAT_WORDS)
+        if not refused or self.format_mode == FORMAT_MODES[-1]:
             return False
-        index = FORMAT_MODES.index(self.format_mode)
-        if index + 1 >= len(FORMAT_MODES):
-            return False
-        self.format_mode = FORMAT_MODES[index + 1]
+        self.format_mode = FORMAT_MODES[FORMAT_MODES.index(self.format_mode) + 1]
         log.warning("%s rejected the structured-output request (%s); using %s from now on",
                     self.label, text[:120].replace("\n", " "), self.format_mode)
         return True
 
 
-class _StreamTimeout(Exception):
-    """The deadline passed while a streamed reply was still arriving."""
+def _reply(response: Any) -> Message:
+    if not response.choices:
+        raise LLMError("the model returned no choices")
+    reply = Message.from_openai(response.choices[0].message)
+    reply.role, reply.usage = "assistant", _usage(response.usage)
+    return reply
+
+
+def _usage(usage: Any) -> dict[str, int] | None:
+    if usage is None:
+        return None
+    return {"prompt_tokens": usage.prompt_tokens or 0, "completion_tokens": usage.completion_tokens or 0}
 
 
 def _with_schema_instruction(messages: list[dict[str, Any]], schema: dict) -> list[dict[str, Any]]:
@@ -214,9 +195,3 @@ def _retry_after(exc: Any) -> float | None:
         return float(exc.response.headers.get("retry-after"))
     except (AttributeError, TypeError, ValueError):
         return None
-
-
-def _add_usage(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, int] | None:
-    if not a or not b:
-        return b or a
-    return {k: a.get(k, 0) + b.get(k, 0) for k in ("prompt_tokens", "completion_tokens")}

@@ -1,17 +1,10 @@
 """LLM tasks: every model job as a typed contract, and one runner for any backend.
 
-A :class:`Task` is a name, a prompt, a pydantic input model and a pydantic output model
-(or ``output=None`` for a chat reply that may call tools). :func:`run_task` renders the
-prompt from the input, asks the server for the output's JSON schema, validates, repairs
-once with the validation error, and raises one :class:`TaskFailed` when it cannot get a
-valid answer. Callers catch ``TaskFailed``, log it and go on.
-
-    EXTRACT = Task("extract_memories", prompt=..., input=ExtractInput,
-                   output=ExtractedMemories, max_tokens=400)
-    out = run_task(llm, EXTRACT, ExtractInput(messages=msgs))
-
-A backend that implements tasks itself (the offline one) exposes
-``perform(task, input, tools) -> output``; the runner validates what it returns the same way.
+A :class:`Task` is a name, a prompt, a pydantic input model and a pydantic output model (``output=None``
+for a chat reply that may call tools). :func:`run_task` asks the server for the output's JSON schema,
+validates, repairs once with the validation error, and raises one :class:`TaskFailed` when it cannot get
+a valid answer; callers log it and go on. A backend that implements tasks itself (the offline one)
+exposes ``perform(task, input, tools)``, and what it returns is validated the same way.
 """
 from __future__ import annotations
 
@@ -54,7 +47,6 @@ class ChatModel(Protocol):
              max_tokens: int | None = None) -> Message: ...
 
 
-# ---------------------------------------------------------------- placeholders and text
 _PLACEHOLDER = re.compile(r"^\s*(?:\.{3,}|…|<[^<>]{0,40}>|\[[^\[\]]{0,40}\]|string|str|text|null|none|"
                           r"todo|tbd|n/?a|your [a-z ]+ here|fact|memory|content|example)\s*\.?\s*$",
                           re.IGNORECASE)
@@ -75,11 +67,6 @@ Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(_real_text
 """A string field that rejects empty values and copied placeholders such as ``"..."``."""
 
 
-# ---------------------------------------------------------------- the contract
-def default_render(inp: BaseModel) -> str:
-    return inp.model_dump_json(indent=1)
-
-
 @dataclass(frozen=True)
 class Task(Generic[I, O]):
     """A model job: ``name``, system ``prompt``, ``input`` and ``output`` models, a token budget.
@@ -93,21 +80,15 @@ class Task(Generic[I, O]):
     input: type[I]
     output: type[O] | None
     max_tokens: int = 400
-    render: Callable[[I], str] = default_render
+    render: Callable[[I], str] = lambda inp: inp.model_dump_json(indent=1)
     build: Callable[[I], list[Message]] | None = None
 
     def messages(self, inp: I) -> list[Message]:
         if self.build is not None:
             return self.build(inp)
-        return [Message(role="system", content=self.prompt.strip()),
-                Message(role="user", content=self.render(inp))]
-
-    def schema(self) -> dict[str, Any]:
-        assert self.output is not None
-        return self.output.model_json_schema()
+        return [Message(role="system", content=self.prompt.strip()), Message(role="user", content=self.render(inp))]
 
 
-# ---------------------------------------------------------------- usage accounting
 @dataclass
 class Usage:
     """One task call: tokens in / out (from the server, or estimated), latency, outcome."""
@@ -120,10 +101,6 @@ class Usage:
     ok: bool = True
     estimated: bool = False
     error: str | None = None
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
 
 
 _collectors: ContextVar[tuple[list[Usage], ...]] = ContextVar("memorykit_usage", default=())
@@ -140,20 +117,17 @@ def track_usage() -> Iterator[list[Usage]]:
         _collectors.reset(token)
 
 
-def _record(usage: Usage) -> None:
+def _record(usage: Usage) -> Usage:
     for calls in _collectors.get():
         calls.append(usage)
+    return usage
 
 
-# ---------------------------------------------------------------- JSON from model output
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
 def parse_json(text: str) -> Any:
-    """The first JSON value in a model's reply: tolerates code fences and prose around it.
-
-    Raises ``ValueError`` when no JSON value can be found.
-    """
+    """The first JSON value in a model's reply, code fences and prose around it tolerated; else ValueError."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("empty model output")
     decoder = json.JSONDecoder()
@@ -183,14 +157,11 @@ def _from_input(value: str, said: set[str]) -> bool:
 
 
 def _strings(data: Any) -> Iterator[str]:
+    """Every string in a JSON value, keys included."""
     if isinstance(data, str):
         yield data
-    elif isinstance(data, dict):
-        for key, value in data.items():
-            yield from _strings(key)
-            yield from _strings(value)
-    elif isinstance(data, list):
-        for value in data:
+    elif isinstance(data, (dict, list)):
+        for value in [*data, *data.values()] if isinstance(data, dict) else data:
             yield from _strings(value)
 
 
@@ -200,7 +171,7 @@ def copied_example(task: Task, inp: BaseModel, out: BaseModel) -> str | None:
     Small models copy the example values of an instruction ("one short sentence", "User prefers
     window seats"); enum values and field names of the schema are not examples.
     """
-    schema_words = {_norm(w) for w in _strings(task.schema())}
+    schema_words = {_norm(w) for w in _strings(task.output.model_json_schema())}
     examples = {_norm(q) for q in _QUOTED.findall(task.prompt)} - schema_words
     if not examples:
         return None
@@ -212,7 +183,7 @@ def copied_example(task: Task, inp: BaseModel, out: BaseModel) -> str | None:
 def _validate(task: Task, data: Any) -> BaseModel:
     if isinstance(data, BaseModel):
         data = data.model_dump()
-    if isinstance(data, list) and task.output is not None:
+    if isinstance(data, list):
         # Small models often answer the list that the object wraps: accept it for a one-list output.
         lists = [n for n, f in task.output.model_fields.items() if "list" in str(f.annotation).lower()]
         if len(lists) == 1:
@@ -220,7 +191,6 @@ def _validate(task: Task, data: Any) -> BaseModel:
     return task.output.model_validate(data)
 
 
-# ---------------------------------------------------------------- the runner
 def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | None = None,
              max_tokens: int | None = None) -> O | Message:
     """Run ``task`` on ``llm``; returns the validated output (a ``Message`` for ``output=None``).
@@ -231,76 +201,64 @@ def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | No
         inp = task.input.model_validate(inp)
     budget = max_tokens or settings().max_tokens_for(task.name, task.max_tokens)
     started = time.perf_counter()
-    perform = getattr(llm, "perform", None)
     try:
-        if perform is not None:
-            out = perform(task, inp, tools=tools)
-            if task.output is None and not (isinstance(out, Message) and (out.tool_calls or out.content.strip())):
-                raise LLMError(f"the backend returned {type(out).__name__}, not a non-empty reply message")
-            result = out if task.output is None else _validate(task, out)
-            _record(Usage(task.name, llm.label, count_tokens(task.render(inp)), 0,
-                          (time.perf_counter() - started) * 1000, estimated=True))
-            return result
-        return _run_remote(llm, task, inp, tools, budget)
+        if not hasattr(llm, "perform"):
+            return _run_remote(llm, task, inp, tools, budget)
+        out = llm.perform(task, inp, tools=tools)
+        if task.output is None and not (isinstance(out, Message) and (out.tool_calls or out.content.strip())):
+            raise LLMError(f"the backend returned {type(out).__name__}, not a non-empty reply message")
+        result = out if task.output is None else _validate(task, out)
+        _record(Usage(task.name, llm.label, count_tokens(task.render(inp)), 0,
+                      (time.perf_counter() - started) * 1000, estimated=True))
+        return result
     except TaskFailed:
         raise  # the failed call's usage record already says so
-    except (ValidationError, ValueError, LLMError) as exc:
+    except (ValueError, LLMError) as exc:  # pydantic's ValidationError is a ValueError
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        _record(Usage(task.name, llm.label, 0, 0, (time.perf_counter() - started) * 1000, ok=False,
-                      error=reason))
+        _record(Usage(task.name, llm.label, 0, 0, (time.perf_counter() - started) * 1000, ok=False, error=reason))
         raise TaskFailed(task.name, reason) from exc
 
 
-def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools, budget: int):
+def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools: list[dict] | None, budget: int):
     messages = task.messages(inp)
     if task.output is None:
-        started = time.perf_counter()
-        reply = llm.chat(messages, tools=tools or None, tool_choice="auto" if tools else None,
-                         max_tokens=budget)
-        usage = _usage_of(task, llm, messages, reply, started)
-        _record(usage)
+        reply, usage = _chat(llm, task, messages, tools=tools or None, tool_choice="auto" if tools else None,
+                             max_tokens=budget)
         if not reply.tool_calls and is_placeholder(reply.content):
             usage.ok, usage.error = False, "the model returned an empty reply"
             raise TaskFailed(task.name, usage.error, reply.content)
         return reply
     response_format = {"type": "json_schema",
                        "json_schema": {"name": re.sub(r"[^A-Za-z0-9_-]", "_", task.name)[:64],
-                                       "schema": task.schema(), "strict": False}}
-    error = raw = None
+                                       "schema": task.output.model_json_schema(), "strict": False}}
     for attempt in range(2):
-        started = time.perf_counter()
-        reply = llm.chat(messages, response_format=response_format, max_tokens=budget)
-        usage = _usage_of(task, llm, messages, reply, started)
-        _record(usage)
-        raw = reply.content
+        reply, usage = _chat(llm, task, messages, response_format=response_format, max_tokens=budget)
         try:
-            out = _validate(task, parse_json(raw))
+            out = _validate(task, parse_json(reply.content))
             copied = copied_example(task, inp, out)
             if copied is not None:
                 raise ValueError(f"{copied!r} is the prompt's example, not taken from the input")
             return out
-        except (ValueError, ValidationError) as exc:
-            error = _short_error(exc)
+        except ValueError as exc:
+            error = str(exc)[:200]
+            if isinstance(exc, ValidationError):
+                error = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:3])
             log.info("task %s: invalid output (%s), %s", task.name, error,
                      "repairing once" if attempt == 0 else "giving up")
-            messages = [*messages, Message(role="assistant", content=raw or ""),
+            messages = [*messages, Message(role="assistant", content=reply.content or ""),
                         Message(role="user", content=f"That answer was invalid: {error}. Reply again with "
                                                      "only a JSON object that matches the schema.")]
     usage.ok, usage.error = False, f"invalid output after one repair: {error}"
-    raise TaskFailed(task.name, usage.error, raw)
+    raise TaskFailed(task.name, usage.error, reply.content)
 
 
-def _short_error(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:3])
-    return str(exc)[:200]
-
-
-def _usage_of(task: Task, llm, messages, reply: Message, started: float) -> Usage:
-    usage = getattr(reply, "usage", None) or {}
-    prompt = usage.get("prompt_tokens")
-    completion = usage.get("completion_tokens")
-    return Usage(task.name, getattr(llm, "label", type(llm).__name__),
-                 prompt if prompt is not None else count_tokens(messages),
-                 completion if completion is not None else count_tokens(reply.content or ""),
-                 (time.perf_counter() - started) * 1000, estimated=prompt is None)
+def _chat(llm: ChatModel, task: Task, messages: list[Message], **kwargs: Any) -> tuple[Message, Usage]:
+    """One chat call, recorded with the server's token counts (estimated when it sends none)."""
+    started = time.perf_counter()
+    reply = llm.chat(messages, **kwargs)
+    counts = getattr(reply, "usage", None) or {}
+    prompt, completion = counts.get("prompt_tokens"), counts.get("completion_tokens")
+    return reply, _record(Usage(task.name, getattr(llm, "label", type(llm).__name__),
+                                count_tokens(messages) if prompt is None else prompt,
+                                count_tokens(reply.content or "") if completion is None else completion,
+                                (time.perf_counter() - started) * 1000, estimated=prompt is None))

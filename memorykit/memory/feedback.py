@@ -17,9 +17,9 @@ from typing import Any, Callable, Literal, Sequence
 import numpy as np
 import redis
 from pydantic import BaseModel, Field
-from redisvl.query import FilterQuery
+from redisvl.query import CountQuery, FilterQuery
 from redisvl.query.filter import Tag
-from redisvl.utils.rerank import HFCrossEncoderReranker
+from redisvl.utils.rerank import BaseReranker, HFCrossEncoderReranker
 
 from ..errors import ModelNotFoundError, ValidationError
 from ..keys import check_id, check_namespace, user_key
@@ -30,6 +30,9 @@ from .index import (content_hash, ensure_index, json_docs, nearest, owner_field,
 log = logging.getLogger(__name__)
 
 LABELS = ("positive", "negative")
+CANDIDATES = 20       # vector-search candidates that the rerank and MMR choose from
+LEXICAL_WEIGHT = 0.3  # word overlap's share of the default relevance
+MMR_LAMBDA = 0.7      # relevance against variety
 
 
 @dataclass
@@ -47,6 +50,11 @@ class FeedbackExample:
     def __post_init__(self) -> None:
         if self.label not in LABELS:
             raise ValidationError(f"label must be one of {LABELS}, got {self.label!r}")
+        for name in ("query", "response"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ValidationError(f"feedback needs a non-empty {name}")
+            setattr(self, name, value.strip())
 
 
 @dataclass
@@ -65,18 +73,14 @@ class Guidance:
 
     @property
     def block(self) -> str:
-        if not (self.positives or self.negatives):
+        if not self:
             return ""
         lines = ["Feedback examples from this user on similar questions "
                  "(one JSON object per line; follow GOOD, do not repeat BAD):"]
-        lines += [f"GOOD: {json.dumps({'query': e.query, 'response': e.response}, ensure_ascii=False)}"
-                  for e in self.positives]
-        lines += [f"BAD: {json.dumps({'query': e.query, 'response': e.response}, ensure_ascii=False)}"
-                  for e in self.negatives]
+        for tag, examples in (("GOOD", self.positives), ("BAD", self.negatives)):
+            lines += [f"{tag}: {json.dumps({'query': e.query, 'response': e.response}, ensure_ascii=False)}"
+                      for e in examples]
         return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.block
 
     def __bool__(self) -> bool:
         return bool(self.positives or self.negatives)
@@ -85,13 +89,8 @@ class Guidance:
 def feedback_schema(namespace: str, dims: int) -> dict[str, Any]:
     return {
         "index": {"name": f"{namespace}_feedback", "prefix": f"{namespace}:feedback", "storage_type": "json"},
-        "fields": [
-            {"name": "text", "type": "text"},
-            owner_field("user_id"),
-            {"name": "label", "type": "tag"},
-            {"name": "created_at", "type": "numeric"},
-            vector_field(dims),
-        ],
+        "fields": [{"name": "text", "type": "text"}, owner_field("user_id"), {"name": "label", "type": "tag"},
+                   {"name": "created_at", "type": "numeric"}, vector_field(dims)],
     }
 
 
@@ -108,17 +107,13 @@ class CrossEncoderReranker(HFCrossEncoderReranker):
         super().__init__(model=model_path, limit=limit, return_score=True, device="cpu")
 
 
-def _terms(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2}
-
-
 def lexical_overlap(a: str, b: str) -> float:
     """Jaccard overlap of the words of three letters or more."""
-    wa, wb = _terms(a), _terms(b)
+    wa, wb = (set(re.findall(r"[a-z0-9]{3,}", text.lower())) for text in (a, b))
     return len(wa & wb) / len(wa | wb) if wa and wb else 0.0
 
 
-def mmr(relevance: Sequence[float], vectors: np.ndarray, k: int, lambda_: float = 0.7,
+def mmr(relevance: Sequence[float], vectors: np.ndarray, k: int, lambda_: float = MMR_LAMBDA,
         duplicate: float = 0.95) -> list[int]:
     """Maximal marginal relevance: relevant, and not a near-copy (similarity >= ``duplicate``) of a pick."""
     chosen: list[int] = []
@@ -136,82 +131,58 @@ def mmr(relevance: Sequence[float], vectors: np.ndarray, k: int, lambda_: float 
     return chosen
 
 
-def rerank_scores(reranker, query: str, texts: Sequence[str]) -> list[float]:
+def rerank_scores(reranker: Reranker | BaseReranker, query: str, texts: Sequence[str]) -> list[float]:
     """Scores from a RedisVL reranker (``.rank``) or from a plain ``fn(query, texts) -> scores``."""
-    if hasattr(reranker, "rank"):
-        docs, scores = reranker.rank(query=query, docs=[{"content": t, "i": i} for i, t in enumerate(texts)],
-                                     limit=len(texts), return_score=True)
-        out = [float("-inf")] * len(texts)
-        for doc, score in zip(docs, scores):
-            out[doc["i"]] = float(score)
-        return out
-    return [float(s) for s in reranker(query, list(texts))]
+    if not hasattr(reranker, "rank"):
+        return [float(s) for s in reranker(query, list(texts))]
+    docs, scores = reranker.rank(query=query, docs=[{"content": t, "i": i} for i, t in enumerate(texts)],
+                                 limit=len(texts), return_score=True)
+    out = [float("-inf")] * len(texts)
+    for doc, score in zip(docs, scores):
+        out[doc["i"]] = float(score)
+    return out
 
 
 class FeedbackStore:
     """Per-user feedback examples with toggle semantics, retrieved by vector search + rerank."""
 
     def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit",
-                 distance_threshold: float | None = 0.5, reranker: Reranker | Any | None = None,
-                 lexical_weight: float = 0.3, mmr_lambda: float = 0.7):
-        self.redis = redis_client
-        self.embedder = embedder
-        self.namespace = check_namespace(namespace)
-        self.distance_threshold = distance_threshold
-        self.reranker = reranker
-        self.lexical_weight = lexical_weight
-        self.mmr_lambda = mmr_lambda
+                 distance_threshold: float | None = 0.5, reranker: Reranker | BaseReranker | None = None):
+        self.redis, self.embedder, self.namespace = redis_client, embedder, check_namespace(namespace)
+        self.distance_threshold, self.reranker = distance_threshold, reranker
         self.index = ensure_index(redis_client, feedback_schema(namespace, embedder.dims))
 
     def key(self, user_id: str, query: str, response: str) -> str:
         digest = content_hash(query + "\x1f" + response)[:16]
         return user_key(self.namespace, "feedback", check_id(user_id, "user_id"), digest)
 
-    @staticmethod
-    def _check(query: str, response: str, label: str) -> None:
-        if label not in LABELS:
-            raise ValidationError(f"label must be 'positive' or 'negative', got {label!r}")
-        for name, value in (("query", query), ("response", response)):
-            if not isinstance(value, str) or not value.strip():
-                raise ValidationError(f"feedback needs a non-empty {name}")
-
     def _doc(self, user_id: str, example: FeedbackExample) -> dict[str, Any]:
-        doc = asdict(example)
-        doc.update(user_id=user_id, user_tag=owner_tag(user_id), text=example.query,
-                   embedding=self.embedder.embed(example.query))
-        return doc
+        return {**asdict(example), "user_id": user_id, "user_tag": owner_tag(user_id), "text": example.query,
+                "embedding": self.embedder.embed(example.query)}
 
     def mark(self, user_id: str, query: str, response: str, label: str) -> str:
         """A thumbs button: new -> "added"; same label again -> "removed"; other label -> "switched"."""
-        self._check(query, response, label)
-        k = self.key(user_id, query, response)
-        example = FeedbackExample(query=query.strip(), response=response.strip(), label=label, user_id=user_id)
-        doc = self._doc(user_id, example)
-        outcome: list[str] = []
+        example = FeedbackExample(query=query, response=response, label=label, user_id=user_id)
+        k, doc = self.key(user_id, query, response), self._doc(user_id, example)
 
-        def toggle(pipe) -> None:
+        def toggle(pipe) -> str:
             current = pipe.json().get(k, "$.label")
             pipe.multi()
             if current and current[0] == label:
                 pipe.delete(k)
-                outcome.append("removed")
-            else:
-                pipe.json().set(k, "$", doc)
-                outcome.append("switched" if current else "added")
+                return "removed"
+            pipe.json().set(k, "$", doc)
+            return "switched" if current else "added"
 
-        self.redis.transaction(toggle, k)
-        return outcome[-1]
-
-    def save(self, user_id: str, example: FeedbackExample) -> FeedbackExample:
-        """Set an example's label (no toggling): used for feedback found in conversations."""
-        self._check(example.query, example.response, example.label)
-        example.user_id = user_id
-        self.redis.json().set(self.key(user_id, example.query, example.response), "$", self._doc(user_id, example))
-        return example
+        return self.redis.transaction(toggle, k, value_from_callable=True)
 
     def learn(self, user_id: str, exchanges: Sequence[tuple[str, str]], llm=None) -> list[FeedbackExample]:
-        """Analyze the last exchanges for feedback and save what was found."""
-        return [self.save(user_id, e) for e in analyze_feedback(exchanges, llm=llm)]
+        """Analyze the last exchanges for feedback and save what was found (set, not toggled)."""
+        found = analyze_feedback(exchanges, llm=llm)
+        for example in found:
+            example.user_id = user_id
+            self.redis.json().set(self.key(user_id, example.query, example.response), "$", self._doc(user_id, example))
+        return found
 
     def get(self, user_id: str, query: str, response: str) -> FeedbackExample | None:
         doc = self.redis.json().get(self.key(user_id, query, response))
@@ -231,17 +202,14 @@ class FeedbackStore:
         return [self._example(d) for d in json_docs(self.redis, [row["id"] for row in self.index.query(q)]) if d]
 
     def count(self, user_id: str, label: str | None = None) -> int:
-        return len(self.list(user_id, label))
+        return self.index.query(CountQuery(self._filter(user_id, label)))
 
     def search(self, query: str, user_id: str, k: int = 3, label: str | None = None,
-               candidates: int = 20, distance_threshold: float | None = ...,
                vector: Sequence[float] | None = None) -> list[FeedbackHit]:
-        """Bi-encoder candidates from Redis, then rerank (the reranker if set, else similarity +
-        word overlap) and MMR for variety. Only this user's examples are ever considered."""
-        threshold = self.distance_threshold if distance_threshold is ... else distance_threshold
+        """Candidates by vector search, reranked (the reranker if set, else similarity + word overlap) and
+        chosen with MMR for variety. Only this user's examples are ever considered."""
         vector = list(vector) if vector is not None else self.embedder.embed(query)
-        rows = [r for r in nearest(self.index, vector, self._filter(user_id, label), max(candidates, k))
-                if threshold is None or float(r["vector_distance"]) <= threshold]
+        rows = nearest(self.index, vector, self._filter(user_id, label), max(CANDIDATES, k), self.distance_threshold)
         docs = json_docs(self.redis, [r["id"] for r in rows])
         pairs = [(d, float(r["vector_distance"])) for d, r in zip(docs, rows) if d]
         if not pairs:
@@ -250,10 +218,8 @@ class FeedbackStore:
         if self.reranker is not None:
             relevance = rerank_scores(self.reranker, query, texts)
         else:
-            relevance = [(1.0 - dist) + self.lexical_weight * lexical_overlap(query, t)
-                         for (_, dist), t in zip(pairs, texts)]
-        vectors = np.asarray([d["embedding"] for d, _ in pairs], dtype=np.float32)
-        order = mmr(relevance, vectors, k, self.mmr_lambda)
+            relevance = [1.0 - dist + LEXICAL_WEIGHT * lexical_overlap(query, t) for (_, dist), t in zip(pairs, texts)]
+        order = mmr(relevance, np.asarray([d["embedding"] for d, _ in pairs], dtype=np.float32), k)
         return [FeedbackHit(self._example(pairs[i][0]), pairs[i][1], float(relevance[i])) for i in order]
 
     def examples(self, query: str, user_id: str, k: int = 3, vector: Sequence[float] | None = None) -> Guidance:
@@ -322,12 +288,7 @@ def analyze_feedback(exchanges: Sequence[tuple[str, str | None]], llm=None, wind
     except TaskFailed as exc:
         log.warning("analyze_feedback skipped: %s", exc)
         return []
-    out = []
-    for item in found.examples:
-        query, response = item.query.strip(), item.response.strip()
-        if query and response:
-            correction = item.label == "correction"
-            out.append(FeedbackExample(query=query, response=response,
-                                       label="negative" if correction else item.label,
-                                       signal="correction" if correction else item.signal, reason=item.reason))
-    return out
+    return [FeedbackExample(query=f.query, response=f.response, reason=f.reason,
+                            label="negative" if f.label == "correction" else f.label,
+                            signal="correction" if f.label == "correction" else f.signal)
+            for f in found.examples if f.query.strip() and f.response.strip()]

@@ -1,12 +1,12 @@
 """Routing with RedisVL's ``SemanticRouter``: a choice among known options, by the nearest example.
 
-Routes come from ``data/routes/<name>.jsonl``: ``train`` rows are the references, ``calibration``
-rows choose the distance threshold (and a multi-label margin) once, in numpy; the held-out file
-is never read here. The router index is built lazily, shared by every process, rebuilt when the
-data changes.
+Routes come from ``data/routes/<name>.jsonl``: ``train`` rows are the references, ``calibration`` rows
+choose the distance threshold (and a multi-label margin); the held-out file is never read here. The
+router index is built on first use, shared by every process and rebuilt when the data changes.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -17,8 +17,12 @@ from typing import Any, Sequence
 
 import numpy as np
 import redis
+from redisvl.extensions.router import Route, SemanticRouter
+from redisvl.extensions.router.schema import DistanceAggregationMethod
+from redisvl.index import SearchIndex
 
-from ..config import data_path
+from ..config import data_path, settings
+from ..embeddings import get_embedder
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +42,10 @@ class Example:
 
 def load_examples(name: str) -> list[Example]:
     """Rows of ``data/routes/<name>.jsonl``: ``text`` with ``label`` (one) or ``tools`` (a set)."""
-    out = []
-    for line in data_path("routes", f"{name}.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            labels = row["tools"] if "tools" in row else [row["label"]]
-            out.append(Example(row["text"], tuple(sorted(labels)), row.get("split", "train")))
-    return out
+    lines = data_path("routes", f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines if line.strip()]
+    return [Example(row["text"], tuple(sorted(row["tools"] if "tools" in row else [row["label"]])),
+                    row.get("split", "train")) for row in rows]
 
 
 def readable(text: str) -> str:
@@ -70,15 +71,10 @@ def decide(distances: dict[str, float], threshold: float, margin: float | None) 
     ``margin=None`` is single-label: the best route only. A reference labelled with two routes
     is stored in both, so a tie at distance d means "the nearest example needs both".
     """
-    if not distances:
-        return []
-    best = min(distances, key=lambda k: (distances[k], k))
-    if distances[best] >= threshold:
-        return []
-    if margin is None:
-        return [best]
-    return sorted((k for k, d in distances.items() if d <= distances[best] + margin + 1e-6 and d < threshold),
-                  key=lambda k: (distances[k], k))
+    passing = sorted((k for k, d in distances.items() if d < threshold), key=lambda k: (distances[k], k))
+    if margin is None or not passing:
+        return passing[:1]
+    return [k for k in passing if distances[k] <= distances[passing[0]] + margin + 1e-6]
 
 
 def calibrate(train: Sequence[Example], train_vectors: np.ndarray, held: Sequence[Example],
@@ -88,16 +84,11 @@ def calibrate(train: Sequence[Example], train_vectors: np.ndarray, held: Sequenc
     sims = held_vectors @ train_vectors.T
     nearest = {r: 1.0 - sims[:, [r in e.labels for e in train]].max(axis=1) for r in routes}
     dist = [{r: float(nearest[r][i]) for r in routes} for i in range(len(held))]
-    scores: dict[tuple[float, float], float] = {}
-    for margin in (MARGINS if multi_label else (None,)):
-        for t in GRID:
-            hits = sum(decide(d, t, margin) == sorted(e.labels) if multi_label
-                       else (decide(d, t, margin) or [None])[0] == (e.labels[0] if e.labels else None)
-                       for d, e in zip(dist, held))
-            scores[(t, margin)] = hits / max(1, len(held))
+    scores = {(t, margin): sum(decide(d, t, margin) == list(e.labels) for d, e in zip(dist, held)) / max(1, len(held))
+              for margin in (MARGINS if multi_label else (None,)) for t in GRID}
     top = max(scores.values())
-    margin = min((m for (t, m), s in scores.items() if s == top), key=lambda m: -1 if m is None else m)
-    plateau = sorted(t for (t, m), s in scores.items() if s == top and m == margin)
+    margin = next(m for (t, m), s in scores.items() if s == top)   # the smallest margin that scores best
+    plateau = [t for (t, m), s in scores.items() if s == top and m == margin]
     return Calibration(plateau[len(plateau) // 2], margin if margin is not None else 0.0, round(top, 4),
                        len(train), len(held))
 
@@ -137,9 +128,7 @@ class Router:
             self._calibration = calibrate(self.train, tv, held, hv, self.multi_label)
         return self._calibration
 
-    def routes(self) -> list:
-        from redisvl.extensions.router import Route
-
+    def routes(self) -> list[Route]:
         t = self.calibration.threshold
         return [Route(name=r, distance_threshold=t,
                       references=list(dict.fromkeys(readable(e.text) for e in self.train if r in e.labels)))
@@ -153,9 +142,7 @@ class Router:
                 self._router = self._attach()
             return self._router
 
-    def _attach(self):
-        from redisvl.extensions.router import SemanticRouter
-
+    def _attach(self) -> SemanticRouter:
         routes = self.routes()
         wanted = sorted((r.name, tuple(sorted(r.references)), r.distance_threshold) for r in routes)
         with self.redis.lock(f"{self.index_name}:lock", timeout=300, blocking_timeout=300):
@@ -164,35 +151,28 @@ class Router:
                             for r in (config or {}).get("routes", []))
             if config is None or stored != wanted:   # new, changed or half-built: (re)build it
                 log.info("router %s: building the index from data/routes", self.index_name)
-                self._drop()
+                drop_router(self.redis, self.index_name)
+            kwargs = dict(name=self.index_name, routes=routes, vectorizer=self.embedder.vectorizer,
+                          redis_client=self.redis)
             try:
-                return SemanticRouter(name=self.index_name, routes=routes, vectorizer=self.embedder.vectorizer,
-                                      redis_client=self.redis, overwrite=False)
+                return SemanticRouter(**kwargs, overwrite=False)
             except ValueError:  # an index of that name with another schema: ours to replace
-                self._drop()
-                return SemanticRouter(name=self.index_name, routes=routes, vectorizer=self.embedder.vectorizer,
-                                      redis_client=self.redis, overwrite=True)
-
-    def _drop(self) -> None:
-        drop_router(self.redis, self.index_name)
+                drop_router(self.redis, self.index_name)
+                return SemanticRouter(**kwargs, overwrite=True)
 
     def distances(self, text: str | None = None, vector: Sequence[float] | None = None) -> dict[str, float]:
         """Distance from the query to each route's nearest reference, for routes under the threshold."""
-        from redisvl.extensions.router.schema import DistanceAggregationMethod
-
-        vector = list(vector) if vector is not None else self.embed(text or "")
+        kwargs = dict(vector=list(vector) if vector is not None else self.embed(text or ""),
+                      max_k=len(self.route_names), aggregation_method=DistanceAggregationMethod.min)
         try:
-            matches = self.router.route_many(vector=vector, max_k=len(self.route_names),
-                                             aggregation_method=DistanceAggregationMethod.min)
+            matches = self.router.route_many(**kwargs)
         except redis.ResponseError:  # the index was dropped under us: build it again once
             self._router = None
-            matches = self.router.route_many(vector=vector, max_k=len(self.route_names),
-                                             aggregation_method=DistanceAggregationMethod.min)
+            matches = self.router.route_many(**kwargs)
         return {m.name: float(m.distance) for m in matches if m.name}
 
     def route(self, text: str | None = None, vector: Sequence[float] | None = None) -> str | None:
-        found = decide(self.distances(text, vector), self.calibration.threshold, None)
-        return found[0] if found else None
+        return next(iter(decide(self.distances(text, vector), self.calibration.threshold, None)), None)
 
     def labels(self, text: str | None = None, vector: Sequence[float] | None = None) -> list[str]:
         """Every route that passes: under the threshold and within the calibrated margin of the best."""
@@ -202,17 +182,13 @@ class Router:
     def delete(self) -> None:
         with self._lock:
             self._router = None
-            self._drop()
+            drop_router(self.redis, self.index_name)
 
 
 def drop_router(client: redis.Redis, index_name: str) -> None:
     """Delete one router: its index, its reference documents and its stored config."""
-    from redisvl.index import SearchIndex
-
-    try:
+    with contextlib.suppress(Exception):  # no such index
         SearchIndex.from_existing(index_name, redis_client=client).delete(drop=True)
-    except Exception:  # no such index
-        pass
     client.delete(f"{index_name}:route_config")
 
 
@@ -227,11 +203,11 @@ def drop_routers(client: redis.Redis, namespace: str = ROUTES_NAMESPACE) -> int:
 
 
 @functools.lru_cache(maxsize=4)
-def _default_client(redis_url_setting: str | None) -> redis.Redis:
+def _default_client(redis_url: str | None) -> redis.Redis:
     """One client per configured server for the routers of the offline backend (which gets no client)."""
     from ..server import connect
 
-    return connect()
+    return connect(redis_url)
 
 
 _ROUTERS: dict[tuple[Any, ...], Router] = {}
@@ -239,22 +215,13 @@ _ROUTERS_LOCK = threading.Lock()
 
 
 def get_router(name: str, redis_client: redis.Redis | None = None, embedder=None, *,
-               multi_label: bool = False, namespace: str = ROUTES_NAMESPACE) -> Router:
-    """One :class:`Router` per (server, namespace, name) in this process, built on first use."""
-    if redis_client is None:
-        from ..config import settings
-
-        redis_client = _default_client(settings().redis_url)
-    kw = redis_client.connection_pool.connection_kwargs
-    cache_key = (kw.get("host"), kw.get("port"), kw.get("path"), kw.get("db"), namespace, name)
+               multi_label: bool = False) -> Router:
+    """One :class:`Router` per (server, name) in this process, built on first use."""
+    client = redis_client if redis_client is not None else _default_client(settings().redis_url)
+    kw = client.connection_pool.connection_kwargs
+    cache_key = (kw.get("host"), kw.get("port"), kw.get("path"), kw.get("db"), name)
     with _ROUTERS_LOCK:
-        router = _ROUTERS.get(cache_key)
-        if router is None:
-            if embedder is None:
-                from ..embeddings import get_embedder
-
-                embedder = get_embedder(redis_client)
-            router = _ROUTERS[cache_key] = Router(name, redis_client, embedder, multi_label=multi_label,
-                                                  namespace=namespace)
-        return router
+        if cache_key not in _ROUTERS:
+            _ROUTERS[cache_key] = Router(name, client, embedder or get_embedder(client), multi_label=multi_label)
+        return _ROUTERS[cache_key]
 
