@@ -88,6 +88,10 @@ class Task(Generic[I, O]):
             return self.build(inp)
         return [Message(role="system", content=self.prompt.strip()), Message(role="user", content=self.render(inp))]
 
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema the server is asked to follow (the output model's)."""
+        return self.output.model_json_schema()
+
 
 @dataclass
 class Usage:
@@ -171,7 +175,7 @@ def copied_example(task: Task, inp: BaseModel, out: BaseModel) -> str | None:
     Small models copy the example values of an instruction ("one short sentence", "User prefers
     window seats"); enum values and field names of the schema are not examples.
     """
-    schema_words = {_norm(w) for w in _strings(task.output.model_json_schema())}
+    schema_words = {_norm(w) for w in _strings(task.schema())}
     examples = {_norm(q) for q in _QUOTED.findall(task.prompt)} - schema_words
     if not examples:
         return None
@@ -230,7 +234,7 @@ def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools: list[dict] | 
         return reply
     response_format = {"type": "json_schema",
                        "json_schema": {"name": re.sub(r"[^A-Za-z0-9_-]", "_", task.name)[:64],
-                                       "schema": task.output.model_json_schema(), "strict": False}}
+                                       "schema": task.schema(), "strict": False}}
     for attempt in range(2):
         reply, usage = _chat(llm, task, messages, response_format=response_format, max_tokens=budget)
         try:
