@@ -123,7 +123,7 @@ def test_no_module_over_450_lines():
     assert {n: c for n, c in big.items() if c > 450} == {}
 
 
-CORE_BUDGET = 5700  # measured 5,678 (was 6,489 last stop, 7,560 when the issue was filed); the goal is 4,500
+CORE_BUDGET = 5550  # measured 5,523 (was 6,489 last stop, 7,560 when the issue was filed); the goal is 4,500
 
 
 def test_library_core_stays_within_its_budget():
