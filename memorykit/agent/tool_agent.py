@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from ..errors import ValidationError
 from ..keys import check_id
 from ..llm.task import Task, TaskFailed, track_usage
-from ..llm.tools import Tool, by_name, call_tool
+from ..llm.tools import Tool, by_name, call_tool, parse_arguments
 from ..memory.feedback import FeedbackStore, Guidance
 from ..memory.procedural import Evaluation, ProcedureHit, ProcedureStore, evaluate_workflow, tool_error
 from ..messages import Message
@@ -101,8 +101,9 @@ class ToolRun:
 
     @property
     def calls(self) -> list[dict[str, Any]]:
-        """The tool calls the answer stands on, as ``{"name", "arguments"}`` (what a pattern stores)."""
-        return [{"name": t["name"], "arguments": _arguments(t["arguments"])} for t in self.tool_results]
+        """The tool calls the answer stands on that worked, as ``{"name", "arguments"}`` (what a pattern stores)."""
+        return [{"name": t["name"], "arguments": parse_arguments(t["arguments"])} for t in self.tool_results
+                if not tool_error(t["content"])]   # a call with bad arguments came back as a tool error
 
     @property
     def errors(self) -> list[str]:
@@ -126,15 +127,6 @@ class _Traced(Tool):
         content = super().run(arguments)
         self.trace.append({"name": self.name, "arguments": arguments, "content": content})
         return content
-
-
-def _arguments(raw: Any) -> dict[str, Any]:
-    """A call's arguments as a dict (the model sends a JSON string)."""
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 class ToolAgent:

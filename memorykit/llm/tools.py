@@ -36,9 +36,7 @@ class Tool:
     def run(self, arguments: str | dict[str, Any] | None) -> str:
         """Call the function with JSON arguments; always returns a JSON string."""
         try:
-            args = json.loads(arguments) if isinstance(arguments, str) and arguments.strip() else (arguments or {})
-            if not isinstance(args, dict):
-                raise ToolError("arguments must be a JSON object")
+            args = parse_arguments(arguments)
             allowed = set(self.parameters.get("properties", {}))
             unknown = set(args) - allowed
             if unknown:
@@ -53,6 +51,14 @@ class Tool:
             log.warning("tool %s failed: %s", self.name, exc, exc_info=True)
             return json.dumps({"error": f"{self.name} failed: {type(exc).__name__}: {exc}"})
         return result if isinstance(result, str) else json.dumps(result, default=str, ensure_ascii=False)
+
+
+def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
+    """A call's arguments as a dict (the model sends a JSON string); ValueError when they are not an object."""
+    args = json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
+    if not isinstance(args, dict):
+        raise ValueError("arguments must be a JSON object")
+    return args
 
 
 def schemas(tools: Sequence[Tool]) -> list[dict[str, Any]]:

@@ -125,12 +125,11 @@ class ProcedureHit:
 
 
 def _nearest_calls(doc: dict[str, Any], vector: Sequence[float]) -> list[dict[str, Any]]:
-    """The tool calls of the stored example phrasing closest to ``vector`` (cosine)."""
+    """The tool calls of the stored example phrasing closest to ``vector`` (unit vectors: the largest dot)."""
     calls, vectors = doc.get("calls") or [], np.asarray(doc.get("embeddings") or [], dtype=np.float32)
     if not calls or len(vectors) != len(calls):
         return []
-    norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(vector) or 1.0)
-    return list(calls[int(np.argmax(vectors @ np.asarray(vector, dtype=np.float32) / np.maximum(norms, 1e-12)))])
+    return list(calls[int(np.argmax(vectors @ np.asarray(vector, dtype=np.float32)))])
 
 
 def procedure_schema(namespace: str, dims: int) -> dict[str, Any]:
