@@ -29,7 +29,7 @@ from .loop import run_tool_loop
 
 log = logging.getLogger(__name__)
 
-PLAN_PROMPT = """You are a wellness assistant with tools over the user's own health records.
+PLAN_PROMPT = """You are an assistant with tools over the user's own records.
 Call the tools you need (several at once if you already know them), read the results, and
 answer briefly from the results only. A question comparing two measures needs data for both.
 If a tool returns an error, say so instead of guessing."""
