@@ -156,14 +156,14 @@ class FeedbackStore:
         digest = content_hash(query + "\x1f" + response)[:16]
         return user_key(self.namespace, "feedback", check_id(user_id, "user_id"), digest)
 
-    def _doc(self, user_id: str, example: FeedbackExample) -> dict[str, Any]:
+    def _doc(self, user_id: str, example: FeedbackExample, vector: Sequence[float]) -> dict[str, Any]:
         return {**asdict(example), "user_id": user_id, "user_tag": owner_tag(user_id), "text": example.query,
-                "embedding": self.embedder.embed(example.query)}
+                "embedding": list(vector)}
 
     def mark(self, user_id: str, query: str, response: str, label: str) -> str:
         """A thumbs button: new -> "added"; same label again -> "removed"; other label -> "switched"."""
         example = FeedbackExample(query=query, response=response, label=label, user_id=user_id)
-        k, doc = self.key(user_id, query, response), self._doc(user_id, example)
+        k, doc = self.key(user_id, query, response), self._doc(user_id, example, self.embedder.embed(query))
 
         def toggle(pipe) -> str:
             current = pipe.json().get(k, "$.label")
@@ -181,7 +181,10 @@ class FeedbackStore:
         found = analyze_feedback(exchanges, llm=llm)
         for example in found:
             example.user_id = user_id
-            self.redis.json().set(self.key(user_id, example.query, example.response), "$", self._doc(user_id, example))
+        if found:  # one embedding batch, one pipelined write
+            vectors = self.embedder.embed_many([e.query for e in found])
+            self.index.load([self._doc(user_id, e, v) for e, v in zip(found, vectors)],
+                            keys=[self.key(user_id, e.query, e.response) for e in found])
         return found
 
     def get(self, user_id: str, query: str, response: str) -> FeedbackExample | None:
