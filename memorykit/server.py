@@ -8,7 +8,6 @@ module is needed.
 """
 from __future__ import annotations
 
-import contextlib
 import sys
 
 import redis
@@ -16,7 +15,8 @@ import redis
 from .config import settings
 from .errors import ModuleMissingError, ServerError
 
-REQUIRED_MODULES = {"search": "RediSearch (FT.* commands)", "ReJSON": "RedisJSON (JSON.* commands)"}
+# One harmless command per module: it works whether the module is loaded or built in (Redis 8).
+PROBES = {"RediSearch (FT.* commands)": ("FT._LIST",), "RedisJSON (JSON.* commands)": ("JSON.TYPE", "memorykit:probe")}
 
 
 def redis_url() -> str:
@@ -29,28 +29,18 @@ def redis_url() -> str:
 
 
 def check_modules(client: redis.Redis) -> None:
-    """Raise ModuleMissingError naming each missing module."""
-    names = set()
-    with contextlib.suppress(redis.ResponseError):
-        for mod in client.module_list():
-            name = mod.get("name") if isinstance(mod, dict) else None
-            name = name or mod.get(b"name", b"")
-            names.add(name.decode() if isinstance(name, bytes) else name)
-    missing = [label for name, label in REQUIRED_MODULES.items() if name not in names]
-    if missing and not names:  # Redis 8 builds modules in; MODULE LIST may be restricted
-        commands = {"search": "FT.INFO", "ReJSON": "JSON.GET"}
-        missing = []
-        for name, label in REQUIRED_MODULES.items():
-            try:
-                info = client.command_info(commands[name])
-            except redis.ResponseError:
-                info = None
-            if not info:
+    """Raise ModuleMissingError naming each module whose commands this Redis does not know."""
+    missing = []
+    for label, command in PROBES.items():
+        try:
+            client.execute_command(*command)
+        except redis.ResponseError as exc:
+            if "unknown command" in str(exc).lower():
                 missing.append(label)
     if missing:
+        kw = client.connection_pool.connection_kwargs
         raise ModuleMissingError(
-            f"Redis at {client.connection_pool.connection_kwargs.get('host')}:"
-            f"{client.connection_pool.connection_kwargs.get('port')} lacks {', '.join(missing)}. "
+            f"Redis at {kw.get('host')}:{kw.get('port')} lacks {', '.join(missing)}. "
             "Use Redis 8, Redis Stack, the Docker Compose service, or unset REDIS_URL "
             "to use memorykit's embedded server."
         )
