@@ -225,3 +225,10 @@ def get_router(name: str, redis_client: redis.Redis | None = None, embedder=None
             _ROUTERS[cache_key] = Router(name, client, embedder or get_embedder(client), multi_label=multi_label)
         return _ROUTERS[cache_key]
 
+
+
+def query_classifier(redis_client: redis.Redis | None = None, embedder=None):
+    """The wellness demo's query types (comparison, goal, trend, summary, lookup) by the nearest
+    example question: ``ProcedureStore(..., classify=query_classifier(r, emb))``."""
+    router = get_router("query_types", redis_client, embedder)
+    return lambda query, vector=None: router.route(query, vector=vector) or "lookup"
