@@ -199,9 +199,11 @@ class ProcedureStore:
     def suggest(self, query: str, k: int = 3, user_id: str | None = None,
                 vector: Sequence[float] | None = None) -> list[ProcedureHit]:
         """Patterns of the most similar past questions (shared ones, plus the user's own if given),
-        within the store's ``distance_threshold``; ``vector`` is the query's embedding if already made."""
+        within the store's ``distance_threshold``; ``vector`` is the query's embedding if already made.
+        KNN, then the threshold: an HNSW range query over several vectors per document misses some."""
         vector = list(vector) if vector is not None else self.embedder.embed(query)
-        rows = nearest(self.index, vector, self._scope(user_id), k, self.distance_threshold)
+        rows = [row for row in nearest(self.index, vector, self._scope(user_id), k)
+                if self.distance_threshold is None or float(row["vector_distance"]) <= self.distance_threshold]
         hits = [ProcedureHit(Procedure.from_dict(doc), float(row["vector_distance"]), _nearest_calls(doc, vector))
                 for doc, row in zip(json_docs(self.redis, [row["id"] for row in rows]), rows) if doc]
         return sorted(hits, key=lambda h: (h.distance, -h.procedure.success_score))
