@@ -1,12 +1,8 @@
 """A tool-using agent with procedural memory: the ``plan_tools`` task run by the one tool loop.
 
-``ToolAgent(r, llm, tools, procedures, feedback).run(query, user_id)`` returns a :class:`ToolRun`.
-With a :class:`~memorykit.memory.procedural.ProcedureStore` the model gets the pattern of a
-similar past question; when that question is very close and every tool only reads, its calls are
-replayed first and the model checks their results (one round trip less; its own calls replace a
-replay that does not fit). A run scoring >= 0.7 is kept as a pattern, with its calls. With a
-:class:`~memorykit.memory.feedback.FeedbackStore` the user's closest good and bad answers go to
-the model too. The question is embedded once for both lookups.
+The model gets a similar past question's pattern (a ProcedureStore) and the user's good and bad
+answers (a FeedbackStore), from one embedding of the question; a very close question's read-only
+calls are replayed first, for the model to check. A run scoring >= 0.7 is kept, with its calls.
 """
 from __future__ import annotations
 
