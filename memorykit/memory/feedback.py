@@ -1,14 +1,13 @@
 """Feedback examples: query -> response pairs a user liked or rejected, retrieved as guidance.
 
 Set by a thumbs button (:meth:`FeedbackStore.mark`) or found by the ``analyze_feedback`` task;
-retrieved by vector search, reranked (similarity + word overlap, or any RedisVL reranker) and
+retrieved by vector search, scored by similarity (or any RedisVL reranker) and
 diversified with MMR: positives to follow, negatives to avoid.
 """
 from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Sequence
@@ -30,7 +29,6 @@ log = logging.getLogger(__name__)
 
 LABELS = ("positive", "negative")
 CANDIDATES = 20       # vector-search candidates that the rerank and MMR choose from
-LEXICAL_WEIGHT = 0.3  # word overlap's share of the default relevance
 MMR_LAMBDA = 0.7      # relevance against variety
 WINDOW = 4            # exchanges analyze_feedback reads
 
@@ -92,12 +90,6 @@ def feedback_schema(namespace: str, dims: int) -> dict[str, Any]:
         "fields": [{"name": "text", "type": "text"}, owner_field("user_id"), {"name": "label", "type": "tag"},
                    {"name": "created_at", "type": "numeric"}, vector_field(dims)],
     }
-
-
-def lexical_overlap(a: str, b: str) -> float:
-    """Jaccard overlap of the words of three letters or more."""
-    wa, wb = (set(re.findall(r"[a-z0-9]{3,}", text.lower())) for text in (a, b))
-    return len(wa & wb) / len(wa | wb) if wa and wb else 0.0
 
 
 def mmr(relevance: Sequence[float], vectors: np.ndarray, k: int, lambda_: float = MMR_LAMBDA,
@@ -194,7 +186,7 @@ class FeedbackStore:
 
     def search(self, query: str, user_id: str, k: int = 3, label: str | None = None,
                vector: Sequence[float] | None = None) -> list[FeedbackHit]:
-        """Candidates by vector search, reranked (the reranker if set, else similarity + word overlap) and
+        """Candidates by vector search, reranked (the reranker if set, else by similarity) and
         chosen with MMR for variety. Only this user's examples are ever considered."""
         vector = list(vector) if vector is not None else self.embedder.embed(query)
         rows = nearest(self.index, vector, self._filter(user_id, label), max(CANDIDATES, k), self.distance_threshold)
@@ -206,7 +198,7 @@ class FeedbackStore:
         if self.reranker is not None:
             relevance = rerank_scores(self.reranker, query, texts)
         else:
-            relevance = [1.0 - dist + LEXICAL_WEIGHT * lexical_overlap(query, t) for (_, dist), t in zip(pairs, texts)]
+            relevance = [1.0 - dist for _, dist in pairs]
         order = mmr(relevance, np.asarray([d["embedding"] for d, _ in pairs], dtype=np.float32), k)
         return [FeedbackHit(self._example(pairs[i][0]), pairs[i][1], float(relevance[i])) for i in order]
 
