@@ -3,6 +3,8 @@
 Routes come from ``data/routes/<name>.jsonl``: ``train`` rows are the references, ``calibration`` rows
 choose the distance threshold (and a multi-label margin); the held-out file is never read here. The
 router index is built on first use, shared by every process and rebuilt when the data changes.
+The course's routers: the offline backend's planner and feedback analyzer, and the wellness
+demo's query types (:func:`query_classifier`, for ``ProcedureStore(classify=)``).
 """
 from __future__ import annotations
 
