@@ -2,13 +2,14 @@
 import json
 
 import pytest
+from redisvl.utils.rerank import BaseReranker
 
 import memorykit as mk
 from memorykit.config import data_path
-from memorykit.errors import ModelNotFoundError
-from memorykit.memory.feedback import CrossEncoderReranker, mmr
+from memorykit.course.routing import query_classifier
+from memorykit.memory.feedback import mmr
 from memorykit.memory.index import forget_user
-from memorykit.memory.procedural import classify_query, evaluate_workflow
+from memorykit.memory.procedural import evaluate_workflow
 from memorykit.offline.feedback import followup_kind, signal_of
 from memorykit.offline.plan_tools import response_format
 
@@ -87,8 +88,8 @@ def test_suggestion_threshold(r, emb, ns):
     assert [h.procedure.tools_used for h in hits] == [["get_sleep_analysis"]]
     assert hits[0].similarity > 0.6
     assert procs.suggest("What is the capital of France?", k=3) == []
-    loose = procs.suggest("What is the capital of France?", k=3, distance_threshold=None)
-    assert len(loose) == 2
+    loose = mk.ProcedureStore(r, emb, namespace=ns, distance_threshold=None)
+    assert len(loose.suggest("What is the capital of France?", k=3)) == 2
 
 
 def test_every_stored_phrasing_finds_the_pattern(r, emb, ns):
@@ -110,12 +111,21 @@ def test_per_user_procedures_stay_with_their_user(r, emb, ns):
 
 
 def test_query_types_are_routed(r, emb, ns):
-    assert classify_query("Is my pulse lower than last month?", r, emb) == "comparison"
-    assert classify_query("Am I on track for my goal?", r, emb) == "goal"
-    assert classify_query("What's my BMI?", r, emb) == "lookup"
-    procs = mk.ProcedureStore(r, emb, namespace=ns)
+    classify = query_classifier(r, emb)
+    assert classify("Is my pulse lower than last month?") == "comparison"
+    assert classify("Am I on track for my goal?") == "goal"
+    assert classify("What's my BMI?") == "lookup"
     vector = emb.embed("Summarize my training last month")
-    assert procs.query_type("ignored when a vector is given", vector=vector) == "summary"
+    assert classify("ignored when a vector is given", vector) == "summary"
+
+
+def test_the_query_type_keeps_patterns_of_one_tool_set_apart(r, emb, ns):
+    procs = mk.ProcedureStore(r, emb, namespace=ns, classify=query_classifier(r, emb))
+    a = procs.store("Is my pulse lower than last month?", ["get_health_metrics"], 1.0, 10)
+    b = procs.store("What's my BMI?", ["get_health_metrics"], 1.0, 10)
+    assert (a.query_type, b.query_type) == ("comparison", "lookup") and procs.count() == 2
+    shared = mk.ProcedureStore(r, emb, namespace=ns + "x")
+    assert shared.store("What's my BMI?", ["get_health_metrics"], 1.0, 10).query_type == "general"
 
 
 # ---------------------------------------------------------------- feedback examples
@@ -168,16 +178,26 @@ def test_mmr_rerank_prefers_variety(r, emb, ns):
     assert {h.example.response for h in hits} != {"answer 0", "answer 1"}
 
 
-def test_pluggable_reranker_decides_the_order(r, emb, ns):
-    fb = mk.FeedbackStore(r, emb, namespace=ns, reranker=lambda q, texts: [len(t) for t in texts])
+class ByLength(BaseReranker):
+    """A RedisVL reranker that prefers longer texts (a stand-in for a cross-encoder)."""
+
+    model: str = "by-length"
+    limit: int = 20
+    return_score: bool = True
+
+    def rank(self, query, docs, **kwargs):
+        ranked = sorted(docs, key=lambda d: -len(d["content"]))
+        return ranked, [float(len(d["content"])) for d in ranked]
+
+    async def arank(self, query, docs, **kwargs):
+        return self.rank(query, docs)
+
+
+def test_a_redisvl_reranker_decides_the_order(r, emb, ns):
+    fb = mk.FeedbackStore(r, emb, namespace=ns, reranker=ByLength())
     fb.mark("u1", "sleep last week?", "short", "positive")
     fb.mark("u1", "How long did I sleep during the last week?", "long", "positive")
     assert fb.search("How did I sleep last week?", "u1", k=1)[0].example.response == "long"
-
-
-def test_cross_encoder_needs_a_local_model():
-    with pytest.raises(ModelNotFoundError):
-        CrossEncoderReranker("/nonexistent/cross-encoder")
 
 
 # ---------------------------------------------------------------- analyzing conversations
@@ -295,7 +315,7 @@ def test_a_given_vector_is_used_instead_of_embedding_again(r, emb, ns):
 def test_router_lives_in_redis_is_reused_and_is_cleaned_up(r, emb, ns, monkeypatch):
     from redisvl.extensions.router import SemanticRouter
 
-    from memorykit.memory.routing import Router
+    from memorykit.course.routing import Router
 
     first = Router("query_types", r, emb, namespace=ns)
     assert first.route("Is my weight trending up or down?") == "trend"
@@ -320,7 +340,7 @@ def test_router_lives_in_redis_is_reused_and_is_cleaned_up(r, emb, ns, monkeypat
 
 
 def test_calibration_uses_only_the_calibration_split(r, emb):
-    from memorykit.memory.routing import get_router
+    from memorykit.course.routing import get_router
 
     c = get_router("feedback", r, emb).calibration
     rows = [json.loads(x) for x in data_path("routes", "feedback.jsonl").read_text().splitlines() if x.strip()]

@@ -4,6 +4,7 @@ import json
 import pytest
 
 import memorykit as mk
+from memorykit.agent.tool_agent import REPLAY_SIMILARITY
 from memorykit.course.wellness import PERIODS
 from memorykit.offline.plan_tools import arguments_for, periods_in
 
@@ -41,7 +42,7 @@ def test_a_close_past_question_is_replayed_and_answered_in_one_round_trip(r, llm
     agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), procedures=procs)
     agent.run("How did I sleep this week?", user_id=USER)
     run = agent.run("How was my sleep this week?", user_id=USER)
-    assert run.suggestion.similarity >= agent.replay_similarity and run.replayed == 1
+    assert run.suggestion.similarity >= REPLAY_SIMILARITY and run.replayed == 1
     assert run.steps == 1 and run.tools_used == ["get_sleep_analysis"]
     assert json.loads(run.tool_results[0]["arguments"]) == {"period": "this_week"}
     assert "this week" in run.reply.lower() and run.evaluation.success
@@ -67,17 +68,10 @@ def test_tools_that_write_are_never_replayed(r, llm, procs):
     assert run.suggestion is not None and run.replayed == 0 and run.steps == 2
 
 
-def test_replay_can_be_switched_off(r, llm, procs):
-    agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), procedures=procs, replay_similarity=None)
-    agent.run("How did I sleep this week?", user_id=USER)
-    run = agent.run("How was my sleep this week?", user_id=USER)
-    assert run.suggestion is not None and run.replayed == 0 and run.steps == 2
-
-
-def test_a_suggestion_below_the_threshold_is_not_followed(r, llm, procs):
+def test_a_suggestion_below_the_threshold_is_not_followed(r, emb, ns, llm):
+    procs = mk.ProcedureStore(r, emb, namespace=ns, distance_threshold=0.01)
     procs.store("How did I sleep last week?", ["get_sleep_analysis", "get_my_goals"], 1.0, 10)
-    agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), procedures=procs, min_similarity=0.99,
-                         learn=False)
+    agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), procedures=procs, learn=False)
     run = agent.run("What was my sleep like over the past week?", user_id=USER)
     assert run.suggestion is None and run.tools_used == ["get_sleep_analysis"]
 

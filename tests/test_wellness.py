@@ -95,6 +95,6 @@ def test_the_library_side_never_loads_pandas():
     import sys
 
     code = ("import sys, memorykit, memorykit.agent.tool_agent, memorykit.memory.procedural, "
-            "memorykit.memory.feedback, memorykit.memory.routing; print('pandas' in sys.modules)")
+            "memorykit.memory.feedback; print('pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -1,12 +1,8 @@
 """A tool-using agent with procedural memory: the ``plan_tools`` task run by the one tool loop.
 
-``ToolAgent(r, llm, tools, procedures, feedback).run(query, user_id)`` returns a :class:`ToolRun`.
-With a :class:`~memorykit.memory.procedural.ProcedureStore` the model gets the pattern of a
-similar past question; when that question is very close and every tool only reads, its calls are
-replayed first and the model checks their results (one round trip less; its own calls replace a
-replay that does not fit). A run scoring >= 0.7 is kept as a pattern, with its calls. With a
-:class:`~memorykit.memory.feedback.FeedbackStore` the user's closest good and bad answers go to
-the model too. The question is embedded once for both lookups.
+The model gets a similar past question's pattern (a ProcedureStore) and the user's good and bad
+answers (a FeedbackStore), from one embedding of the question; a very close question's read-only
+calls are replayed first, for the model to check. A run scoring >= 0.7 is kept, with its calls.
 """
 from __future__ import annotations
 
@@ -109,13 +105,6 @@ class ToolRun:
     def errors(self) -> list[str]:
         return [e for e in (tool_error(r["content"]) for r in self.tool_results) if e]
 
-    def row(self) -> dict[str, Any]:
-        """One line for a pandas table."""
-        return {"query": self.query, "tools": " + ".join(self.tools_used), "steps": self.steps,
-                "replayed": self.replayed,
-                "time_ms": round(self.execution_time_ms, 1), "suggested": self.suggestion is not None,
-                "score": self.evaluation.success_score if self.evaluation else None}
-
 
 @dataclass
 class _Traced(Tool):
@@ -130,12 +119,12 @@ class _Traced(Tool):
 
 
 class ToolAgent:
-    """One question in, a :class:`ToolRun` out. ``max_steps`` bounds the LLM round trips."""
+    """One question in, a :class:`ToolRun` out. ``max_steps`` bounds the LLM round trips; ``learn=False``
+    uses stored patterns without adding to them."""
 
     def __init__(self, redis_client=None, llm=None, tools: Sequence[Tool] = (),
                  procedures: ProcedureStore | None = None, feedback: FeedbackStore | None = None,
-                 max_steps: int = 6, min_similarity: float = 0.6, learn: bool = True,
-                 per_user_procedures: bool = False, replay_similarity: float | None = REPLAY_SIMILARITY):
+                 max_steps: int = 6, learn: bool = True):
         from ..llm.factory import get_llm
 
         self.redis = redis_client
@@ -144,20 +133,14 @@ class ToolAgent:
         self.procedures = procedures
         self.feedback = feedback
         self.max_steps = max_steps
-        self.min_similarity = min_similarity
         self.learn = learn
-        self.per_user_procedures = per_user_procedures
-        self.replay_similarity = replay_similarity
 
     def _recall(self, run: ToolRun) -> Any:
         """Procedure suggestion and feedback examples, from one embedding of the question."""
         store = self.procedures or self.feedback
         vector = store.embedder.embed(run.query) if store is not None else None
         if self.procedures is not None:
-            hits = self.procedures.suggest(run.query, k=1, distance_threshold=1.0 - self.min_similarity,
-                                           user_id=run.user_id if self.per_user_procedures else None,
-                                           vector=vector)
-            run.suggestion = hits[0] if hits else None
+            run.suggestion = next(iter(self.procedures.suggest(run.query, k=1, vector=vector)), None)
         if self.feedback is not None:
             run.guidance = self.feedback.examples(run.query, run.user_id, vector=vector)
         return vector
@@ -165,7 +148,7 @@ class ToolAgent:
     def _replay(self, run: ToolRun, tools: Sequence[Tool]) -> list[Message]:
         """The nearest past question's calls, run again: when it is close enough and every tool only reads."""
         s, offered = run.suggestion, by_name(tools)
-        if s is None or self.replay_similarity is None or s.similarity < self.replay_similarity or not s.calls:
+        if s is None or s.similarity < REPLAY_SIMILARITY or not s.calls:
             return []
         if not all(c["name"] in offered and offered[c["name"]].read_only for c in s.calls):
             return []
@@ -209,11 +192,8 @@ class ToolAgent:
         run.evaluation = evaluate_workflow(run.tools_used, [r["content"] for r in kept], run.reply,
                                            run.execution_time_ms)
         if self.learn and self.procedures is not None and run.evaluation.success_score >= self.procedures.min_score:
-            stored = self.procedures.store(query, run.tools_used, run.evaluation.success_score,
-                                           run.execution_time_ms, vector=vector,
-                                           user_id=user_id if self.per_user_procedures else None,
-                                           calls=run.calls)
-            run.stored = stored is not None
+            run.stored = self.procedures.store(query, run.tools_used, run.evaluation.success_score,
+                                               run.execution_time_ms, vector=vector, calls=run.calls) is not None
         return run
 
 

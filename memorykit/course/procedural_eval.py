@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..config import data_path
+from .routing import query_classifier
 
 USER = "wellness_user"
 
@@ -79,9 +80,8 @@ def feedback_scores(windows: Iterable[dict[str, Any]], llm) -> tuple[PRF, list[d
 
 # ---------------------------------------------------------------- query types
 def query_type_accuracy(rows: Sequence[dict[str, Any]], redis_client=None, embedder=None) -> tuple[float, list]:
-    from ..memory.procedural import classify_query
-
-    got = [classify_query(r["query"], redis_client, embedder) for r in rows]
+    classify = query_classifier(redis_client, embedder)
+    got = [classify(r["query"]) for r in rows]
     return sum(g == r["type"] for g, r in zip(got, rows)) / len(rows), got
 
 
@@ -134,7 +134,8 @@ def cold_warm(redis_client, embedder, llm, learn: Sequence[str], queries: Sequen
     from .wellness import wellness_tools
 
     ns = namespace or "eval06" + uuid.uuid4().hex[:6]
-    procs = ProcedureStore(redis_client, embedder, namespace=ns, max_examples=32)
+    procs = ProcedureStore(redis_client, embedder, namespace=ns, max_examples=32,
+                           classify=query_classifier(redis_client, embedder))
     store = None
     if tools_for is None:
         from ..memory.long_term import MemoryStore

@@ -1,27 +1,25 @@
 """Feedback examples: query -> response pairs a user liked or rejected, retrieved as guidance.
 
 Set by a thumbs button (:meth:`FeedbackStore.mark`) or found by the ``analyze_feedback`` task;
-retrieved by vector search, reranked (similarity + word overlap, or a RedisVL reranker) and
+retrieved by vector search, scored by similarity (or any RedisVL reranker) and
 diversified with MMR: positives to follow, negatives to avoid.
 """
 from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 import redis
 from pydantic import BaseModel, Field
 from redisvl.query import CountQuery, FilterQuery
 from redisvl.query.filter import Tag
-from redisvl.utils.rerank import BaseReranker, HFCrossEncoderReranker
+from redisvl.utils.rerank import BaseReranker
 
-from ..errors import ModelNotFoundError, ValidationError
+from ..errors import ValidationError
 from ..keys import check_id, check_namespace, user_key
 from ..llm.task import Task, TaskFailed, run_task
 from .index import (content_hash, ensure_index, json_docs, nearest, owner_field, owner_filter, owner_tag,
@@ -31,8 +29,8 @@ log = logging.getLogger(__name__)
 
 LABELS = ("positive", "negative")
 CANDIDATES = 20       # vector-search candidates that the rerank and MMR choose from
-LEXICAL_WEIGHT = 0.3  # word overlap's share of the default relevance
 MMR_LAMBDA = 0.7      # relevance against variety
+WINDOW = 4            # exchanges analyze_feedback reads
 
 
 @dataclass
@@ -94,25 +92,6 @@ def feedback_schema(namespace: str, dims: int) -> dict[str, Any]:
     }
 
 
-Reranker = Callable[[str, Sequence[str]], Sequence[float]]
-
-
-class CrossEncoderReranker(HFCrossEncoderReranker):
-    """RedisVL's cross-encoder reranker from a local model folder (none ships; nothing is downloaded)."""
-
-    def __init__(self, model_path: str, limit: int = 20):
-        if not Path(model_path).is_dir():
-            raise ModelNotFoundError(f"no cross-encoder model folder at {model_path!r}; "
-                                     "memorykit never downloads models, give a local path")
-        super().__init__(model=model_path, limit=limit, return_score=True, device="cpu")
-
-
-def lexical_overlap(a: str, b: str) -> float:
-    """Jaccard overlap of the words of three letters or more."""
-    wa, wb = (set(re.findall(r"[a-z0-9]{3,}", text.lower())) for text in (a, b))
-    return len(wa & wb) / len(wa | wb) if wa and wb else 0.0
-
-
 def mmr(relevance: Sequence[float], vectors: np.ndarray, k: int, lambda_: float = MMR_LAMBDA,
         duplicate: float = 0.95) -> list[int]:
     """Maximal marginal relevance: relevant, and not a near-copy (similarity >= ``duplicate``) of a pick."""
@@ -131,10 +110,8 @@ def mmr(relevance: Sequence[float], vectors: np.ndarray, k: int, lambda_: float 
     return chosen
 
 
-def rerank_scores(reranker: Reranker | BaseReranker, query: str, texts: Sequence[str]) -> list[float]:
-    """Scores from a RedisVL reranker (``.rank``) or from a plain ``fn(query, texts) -> scores``."""
-    if not hasattr(reranker, "rank"):
-        return [float(s) for s in reranker(query, list(texts))]
+def rerank_scores(reranker: BaseReranker, query: str, texts: Sequence[str]) -> list[float]:
+    """A RedisVL reranker's score for each text (-inf for one it left out)."""
     docs, scores = reranker.rank(query=query, docs=[{"content": t, "i": i} for i, t in enumerate(texts)],
                                  limit=len(texts), return_score=True)
     out = [float("-inf")] * len(texts)
@@ -147,7 +124,7 @@ class FeedbackStore:
     """Per-user feedback examples with toggle semantics, retrieved by vector search + rerank."""
 
     def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit",
-                 distance_threshold: float | None = 0.5, reranker: Reranker | BaseReranker | None = None):
+                 distance_threshold: float | None = 0.5, reranker: BaseReranker | None = None):
         self.redis, self.embedder, self.namespace = redis_client, embedder, check_namespace(namespace)
         self.distance_threshold, self.reranker = distance_threshold, reranker
         self.index = ensure_index(redis_client, feedback_schema(namespace, embedder.dims))
@@ -209,7 +186,7 @@ class FeedbackStore:
 
     def search(self, query: str, user_id: str, k: int = 3, label: str | None = None,
                vector: Sequence[float] | None = None) -> list[FeedbackHit]:
-        """Candidates by vector search, reranked (the reranker if set, else similarity + word overlap) and
+        """Candidates by vector search, reranked (the reranker if set, else by similarity) and
         chosen with MMR for variety. Only this user's examples are ever considered."""
         vector = list(vector) if vector is not None else self.embedder.embed(query)
         rows = nearest(self.index, vector, self._filter(user_id, label), max(CANDIDATES, k), self.distance_threshold)
@@ -221,7 +198,7 @@ class FeedbackStore:
         if self.reranker is not None:
             relevance = rerank_scores(self.reranker, query, texts)
         else:
-            relevance = [1.0 - dist + LEXICAL_WEIGHT * lexical_overlap(query, t) for (_, dist), t in zip(pairs, texts)]
+            relevance = [1.0 - dist for _, dist in pairs]
         order = mmr(relevance, np.asarray([d["embedding"] for d, _ in pairs], dtype=np.float32), k)
         return [FeedbackHit(self._example(pairs[i][0]), pairs[i][1], float(relevance[i])) for i in order]
 
@@ -234,9 +211,6 @@ class FeedbackStore:
 
     def delete(self, user_id: str, query: str, response: str) -> bool:
         return bool(self.redis.delete(self.key(user_id, query, response)))
-
-    def drop(self) -> None:
-        self.index.delete(drop=True)
 
 
 ANALYZE_PROMPT = """You read the last few exchanges between a user and an assistant and find feedback
@@ -279,11 +253,11 @@ ANALYZE = Task("analyze_feedback", prompt=ANALYZE_PROMPT, input=FeedbackInput, o
                max_tokens=400)
 
 
-def analyze_feedback(exchanges: Sequence[tuple[str, str | None]], llm=None, window: int = 4) -> list[FeedbackExample]:
-    """Feedback examples found in the last ``window`` (user, assistant) exchanges; [] if the task fails."""
+def analyze_feedback(exchanges: Sequence[tuple[str, str | None]], llm=None) -> list[FeedbackExample]:
+    """Feedback examples found in the last four (user, assistant) exchanges; [] if the task fails."""
     from ..llm.factory import get_llm
 
-    pairs = [Exchange(user=str(u or ""), assistant=str(a or "")) for u, a in list(exchanges)[-window:]]
+    pairs = [Exchange(user=str(u or ""), assistant=str(a or "")) for u, a in list(exchanges)[-WINDOW:]]
     if len(pairs) < 2:
         return []
     try:

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ..memory.feedback import FeedbackFound, FeedbackInput, FoundFeedback
-from ..memory.routing import Router, get_router
+from ..course.routing import Router, get_router
 from .text import normalize
 
 FEEDBACK = ("positive", "negative", "correction")

@@ -22,7 +22,7 @@ import re
 from typing import Any, Sequence
 
 from ..agent.tool_agent import PlanInput
-from ..memory.routing import decide, get_router
+from ..course.routing import decide, get_router
 from ..messages import Message
 from .text import content_words, normalize
 

@@ -3,6 +3,8 @@
 Routes come from ``data/routes/<name>.jsonl``: ``train`` rows are the references, ``calibration`` rows
 choose the distance threshold (and a multi-label margin); the held-out file is never read here. The
 router index is built on first use, shared by every process and rebuilt when the data changes.
+The course's routers: the offline backend's planner and feedback analyzer, and the wellness
+demo's query types (:func:`query_classifier`, for ``ProcedureStore(classify=)``).
 """
 from __future__ import annotations
 
@@ -225,3 +227,10 @@ def get_router(name: str, redis_client: redis.Redis | None = None, embedder=None
             _ROUTERS[cache_key] = Router(name, client, embedder or get_embedder(client), multi_label=multi_label)
         return _ROUTERS[cache_key]
 
+
+
+def query_classifier(redis_client: redis.Redis | None = None, embedder=None):
+    """The wellness demo's query types (comparison, goal, trend, summary, lookup) by the nearest
+    example question: ``ProcedureStore(..., classify=query_classifier(r, emb))``."""
+    router = get_router("query_types", redis_client, embedder)
+    return lambda query, vector=None: router.route(query, vector=vector) or "lookup"
