@@ -7,7 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 import memorykit as mk
 from memorykit.memory.index import forget_user
-from memorykit.memory.recall import IndexedHistory, RecalledMessage, merge_recalled, recall_block
+from memorykit.course.recall import merge_recalled, recall_block
+from memorykit.memory.recall import RecalledMessage
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "working"
 DAY = 86400.0
@@ -21,7 +22,7 @@ def idx(r, emb, ns):
 
 def history(r, ns, idx, user, thread):
     h = idx.history(user, thread)
-    assert isinstance(h, IndexedHistory) and isinstance(h, mk.ChatHistory) and h.ttl is None
+    assert isinstance(h, mk.ChatHistory) and h.index is idx and h.ttl is None
     return h
 
 
@@ -49,7 +50,7 @@ def test_only_user_and_assistant_text_is_indexed(r, ns, idx):
               mk.Message(role="tool", content='{"temp": 3}', tool_call_id="c1"),
               mk.Message(role="assistant", content="It is 3 degrees in Oslo.")])
     assert idx.count("u1") == 2
-    assert {m.message.role for m in idx.messages("u1")} == {"user", "assistant"}
+    assert {m.message.role for m in idx.search("weather", user_id="u1", k=10)} == {"user", "assistant"}
     doc = r.json().get(idx.key("u1", "t1", h.messages()[1].id))
     assert doc["user_id"] == "u1" and doc["thread_id"] == "t1" and doc["text"] == "What's the weather in Oslo?"
 
@@ -144,7 +145,8 @@ def test_prune_removes_messages_and_vectors_together(r, ns, idx):
     assert len(deleted) == 8 and len(h) == 4
     assert idx.check("u1", "t1") == {"orphans": set(), "missing": set()}
     assert idx.count("u1", "t1") == 4
-    assert {x.message.content for x in idx.messages("u1", "t1")} == {m.content for m in h.messages()}
+    found = idx.search("question", user_id="u1", thread_id="t1", k=10)
+    assert {x.message.content for x in found} == {m.content for m in h.messages()}
 
 
 def test_storage_limit_prunes_on_every_append(r, emb, ns):

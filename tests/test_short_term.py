@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import memorykit as mk
-from memorykit.memory.recall import IndexedHistory
 from memorykit.memory.short_term import (fix_boundaries, head_length, list_threads, trim_last, trim_to_tokens,
                                          valid_cuts)
 
@@ -25,7 +24,7 @@ def call(cid, name="heart_rate"):
 
 
 class RecordingRecall:
-    """Stands in for the message index of an IndexedHistory: records what the history tells it."""
+    """Stands in for the message index of a ChatHistory: records what the history tells it."""
 
     def __init__(self):
         self.added, self.removed, self.queries = [], [], []
@@ -45,7 +44,7 @@ class RecordingRecall:
 
 
 def indexed(r, ns, rec, user="u", thread="t"):
-    return IndexedHistory(r, user, thread, namespace=ns, index=rec)
+    return mk.ChatHistory(r, user, thread, namespace=ns, index=rec)
 
 
 # ---------------------------------------------------------------- storage

@@ -215,17 +215,18 @@ class View:
 
 
 class ChatHistory:
-    """One conversation thread of one user: a complete Redis LIST, a summary view, a sliding TTL."""
+    """One conversation thread of one user: a complete Redis LIST, a summary view, a sliding TTL. With an
+    ``index`` (see ``MessageIndex.history``) appends are indexed for recall and deletions unindexed."""
 
     def __init__(self, r: redis.Redis, user_id: str, thread_id: str, ttl: int | None = 3600,
-                 namespace: str = "memorykit"):
+                 namespace: str = "memorykit", *, index=None, index_appends: bool = True):
         if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0):
             raise ValidationError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
         self.r = r
         self.user_id = check_id(user_id, "user_id")
         self.thread_id = check_id(thread_id, "thread_id")
         self.namespace = check_namespace(namespace)
-        self.ttl = ttl
+        self.ttl, self.index, self.index_appends = ttl, index, index_appends
         self.key = user_key(namespace, "thread", user_id, thread_id)
         self.summary_key = f"{self.key}:summary"
         self.threads_key = user_key(namespace, "user", user_id, "threads")
@@ -246,6 +247,11 @@ class ChatHistory:
             pipe.rpush(self.key, *(m.to_json() for m in msgs))
             self._touch(pipe)
             pipe.execute()
+        if self.index is not None and self.index_appends:
+            try:
+                self.index.add(self.user_id, self.thread_id, msgs)
+            except Exception:
+                log.exception("messages stored in %s but not indexed for recall", self.key)
         return msgs
 
     def _touch(self, pipe) -> None:
@@ -304,19 +310,15 @@ class ChatHistory:
 
     def clear(self) -> int:
         """Delete the thread, its summary and its entry in the user's thread list; returns messages deleted."""
-        return len(self.clear_messages())
-
-    def clear_messages(self) -> list[Message]:
-        """clear(), returning the deleted messages (readable ones) instead of their count."""
         with self.r.pipeline(transaction=True) as pipe:
-            pipe.lrange(self.key, 0, -1)
-            pipe.delete(self.key, self.summary_key)
-            pipe.zrem(self.threads_key, self.thread_id)
-            raws = pipe.execute()[0]
-        return self._deleted(readable(_decode(raws, self.key)))
+            raws = pipe.lrange(self.key, 0, -1).delete(self.key, self.summary_key).zrem(
+                self.threads_key, self.thread_id).execute()[0]
+        return len(self._deleted(readable(_decode(raws, self.key))))
 
     def _deleted(self, messages: list[Message]) -> list[Message]:
-        """Called with what a deletion removed, and returns it: where a subclass cleans up (recall vectors)."""
+        """What a deletion removed; their recall vectors go too."""
+        if self.index is not None:
+            self.index.remove(self.user_id, self.thread_id, [m.id for m in messages])
         return messages
 
     def delete_first(self, n: int) -> list[Message]:
@@ -351,9 +353,11 @@ class ChatHistory:
         return self._deleted([m for _, m in gone])
 
     def search_messages(self, query: str, k: int = 5, **kwargs) -> list:
-        """Search this user's past messages by meaning: needs a history from ``MessageIndex.history``."""
-        raise MemoryKitError("search_messages needs a message index for recall: get the history from "
-                             "mk.MessageIndex(r, embedder, namespace).history(user_id, thread_id)")
+        """This user's past messages closest in meaning to ``query``, in every thread (``thread_id=``: one)."""
+        if self.index is None:
+            raise MemoryKitError("search_messages needs a message index for recall: get the history from "
+                                 "mk.MessageIndex(r, embedder, namespace).history(user_id, thread_id)")
+        return self.index.search(query, user_id=self.user_id, k=k, **kwargs)
 
     def list_threads(self) -> list[tuple[str, float]]:
         """This user's live threads, most recent first, as (thread_id, last_activity)."""
