@@ -1,8 +1,7 @@
-"""Short-term memory: a thread is a Redis LIST of JSON messages, plus trimming policies.
+"""Short-term memory: a thread is a Redis LIST of JSON messages (one RPUSH per append, a sliding TTL).
 
-Appends are one RPUSH (a delete + rewrite loses messages when writers race) and slide the TTL. A summary
-is a *view* beside the complete list (text + a cursor past the entries it covers), so summarizing loses
-nothing; deleting is a deliberate script that removes entries by value and moves the cursor.
+A summary is a *view* beside the complete list (text + a cursor past the entries it covers), so summarizing
+loses nothing; deleting is a deliberate script that removes entries by value and moves the cursor.
 """
 from __future__ import annotations
 
@@ -59,13 +58,18 @@ def drop_orphans(messages: Sequence[Message]) -> list[Message]:
     return [m for m, o in zip(messages, _call_owner(messages)) if m.role != "tool" or o is not None]
 
 
-def fix_boundaries(messages: Sequence[Message | dict], start: int = 0) -> list[Message]:
-    """The system head + the rest from the first valid cut at or after ``start``: after the head the
-    list starts with a user message, and no tool result is separated from the call that asked for it."""
+def _window(messages: Sequence[Message | dict], fits: Callable[[int, list[Message]], bool]) -> list[Message]:
+    """The system head + the rest from the first valid cut ``c`` where ``fits(c, window)``: after the head
+    the window starts with a user message, and no tool result is separated from the call that asked for it."""
     msgs = [as_message(m) for m in messages]
     h = head_length(msgs)
-    cut = next((c for c in valid_cuts(msgs) if c >= max(h, start)), len(msgs))
+    cut = next((c for c in valid_cuts(msgs) if c >= h and fits(c, msgs[:h] + drop_orphans(msgs[c:]))), len(msgs))
     return msgs[:h] + drop_orphans(msgs[cut:])
+
+
+def fix_boundaries(messages: Sequence[Message | dict], start: int = 0) -> list[Message]:
+    """The system head + the rest from the first valid cut at or after ``start``."""
+    return _window(messages, lambda c, _: c >= start)
 
 
 def trim_last(messages: Sequence[Message | dict], n: int) -> list[Message]:
@@ -80,11 +84,8 @@ def trim_to_tokens(messages: Sequence[Message | dict], max_tokens: int) -> list[
     if max_tokens <= 0:
         raise ValidationError(f"max_tokens must be > 0, got {max_tokens}")
     msgs = [as_message(m) for m in messages]
-    h = head_length(msgs)
-    budget = max_tokens - count_tokens(msgs[:h])
-    sizes = [0 if m.role == "tool" and o is None else count_tokens([m]) for m, o in zip(msgs, _call_owner(msgs))]
-    cut = next((c for c in valid_cuts(msgs) if c >= h and sum(sizes[c:]) <= budget), len(msgs))
-    return msgs[:h] + drop_orphans(msgs[cut:])
+    size = {id(m): count_tokens([m]) for m in msgs}  # each message is tokenized once
+    return _window(msgs, lambda _, window: sum(size[id(m)] for m in window) <= max_tokens)
 
 
 def check_message(message: Message | dict) -> Message:
@@ -199,8 +200,7 @@ return covered
 
 @dataclass
 class View:
-    """What a model may see of a thread, read atomically: the system head, the summary record and the
-    entries from list position ``start`` on (``raws``, and as ``messages`` with corrupt placeholders)."""
+    """A thread read atomically: system head, summary, and the entries from position ``start`` on."""
     head: list[Message]
     summary: dict[str, Any] | None
     summary_raw: str | None
@@ -288,13 +288,9 @@ class ChatHistory:
         """The current summary text, or None if the thread was never summarized."""
         return (self.summary_info() or {}).get("text")
 
-    def prompt_messages(self, system: str | None = None) -> list[Message]:
+    def prompt_messages(self, system: str | None = None, view: View | None = None) -> list[Message]:
         """What to send a model: system prompt, stored system head, the summary, the messages after it."""
-        return self.prompt_from(self.view(), system)
-
-    @staticmethod
-    def prompt_from(view: View, system: str | None = None) -> list[Message]:
-        """prompt_messages() for an already-read view."""
+        view = view or self.view()
         out = [Message(role="system", content=system)] if system else []
         text = (view.summary or {}).get("text")
         summary = [Message(role="system", content=f"{SUMMARY_HEADER}\n{text}")] if text else []
