@@ -34,23 +34,11 @@ class RecalledMessage:
         return f"RecalledMessage({self.distance:.3f}, {self.thread_id!r}, {m.role}: {m.content[:50]!r})"
 
 
-def indexable(message: Message) -> bool:
-    """Only user and assistant messages with text are worth recalling (not tool calls or system prompts)."""
-    return message.role in ("user", "assistant") and bool(message.content.strip())
-
-
 class MessageIndex:
-    """Embeds stored messages and searches them, scoped to one user (optionally one thread).
-    ``max_messages_per_thread``: after each ``add``, older messages leave the list and the index together."""
+    """Embeds stored messages and searches them, scoped to one user (optionally one thread)."""
 
-    def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit", *,
-                 max_messages_per_thread: int | None = None):
-        if max_messages_per_thread is not None and max_messages_per_thread < 2:
-            raise ValidationError("max_messages_per_thread must be at least 2 (or None for no limit)")
-        self.redis = redis_client
-        self.embedder = embedder
-        self.namespace = check_namespace(namespace)
-        self.max_messages_per_thread = max_messages_per_thread
+    def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit"):
+        self.redis, self.embedder, self.namespace = redis_client, embedder, check_namespace(namespace)
         self.schema = {
             "index": {"name": f"{namespace}_messages", "prefix": f"{namespace}:msgvec", "storage_type": "json"},
             "fields": [{"name": "text", "type": "text"},
@@ -62,7 +50,7 @@ class MessageIndex:
         self.index = ensure_index(redis_client, self.schema)
 
     def __repr__(self) -> str:
-        return f"MessageIndex({self.schema['index']['name']}, limit={self.max_messages_per_thread})"
+        return f"MessageIndex({self.schema['index']['name']})"
 
     def key(self, user_id: str, thread_id: str, message_id: str) -> str:
         return user_key(self.namespace, "msgvec", user_id, thread_id, message_id)
@@ -71,7 +59,7 @@ class MessageIndex:
         """Embed and index the recallable messages; returns how many were indexed."""
         check_id(user_id, "user_id")
         check_id(thread_id, "thread_id")
-        todo = [m for m in messages if indexable(m)]
+        todo = [m for m in messages if m.role in ("user", "assistant") and m.content.strip()]  # no tool calls
         if todo:
             vectors = self.embedder.embed_many([m.content for m in todo])
             docs = [{"message_id": m.id, "user_id": user_id, "thread_id": thread_id, "role": m.role,
@@ -79,8 +67,6 @@ class MessageIndex:
                      "text": m.content, "name": m.name or "", "created_at": float(m.created_at),
                      "embedding": v} for m, v in zip(todo, vectors)]
             self.index.load(docs, keys=[self.key(user_id, thread_id, m.id) for m in todo])
-        if self.max_messages_per_thread:
-            self.prune(user_id, thread_id, self.max_messages_per_thread)
         return len(todo)
 
     def remove(self, user_id: str, thread_id: str, message_ids: Iterable[str]) -> int:
@@ -93,23 +79,6 @@ class MessageIndex:
         is False, for callers that index later), deletions remove their vectors, ``search_messages`` works."""
         return ChatHistory(self.redis, user_id, thread_id, ttl=ttl, namespace=self.namespace,
                            index=self, index_appends=index_appends)
-
-    def prune(self, user_id: str, thread_id: str, keep_last: int) -> list[Message]:
-        """Delete the thread's oldest messages beyond ``keep_last`` from list and index (through
-        ``delete_first``: tool-call boundaries respected, atomic against concurrent appends)."""
-        if keep_last < 0:
-            raise ValidationError("keep_last must be >= 0")
-        h = self.history(user_id, thread_id)
-        view = h.view()
-        excess = view.start + len(view.raws) - len(view.head) - keep_last
-        return h.delete_first(excess) if excess > 0 else []
-
-    def check(self, user_id: str, thread_id: str) -> dict[str, set[str]]:
-        """List vs index: ``orphans`` (vectors whose message is gone), ``missing`` (messages not indexed)."""
-        stored = self.history(user_id, thread_id).messages()
-        pattern = self.key(check_id(user_id, "user_id"), check_id(thread_id, "thread_id"), "") + "*"
-        have = {k.rsplit(":", 1)[1] for k in self.redis.scan_iter(match=pattern, count=1000)}
-        return {"orphans": have - {m.id for m in stored}, "missing": {m.id for m in stored if indexable(m)} - have}
 
     def _scope(self, user_id: str, thread_id: str | None = None, roles: Sequence[str] | None = None,
                since: float | None = None, until: float | None = None) -> FilterExpression:
