@@ -343,9 +343,6 @@ class ChatHistory:
         if not gone:
             return []
         self._remove(keys=[self.key, self.summary_key], args=["1", *(raw for raw, _ in gone)])
-        with self.r.pipeline(transaction=True) as pipe:
-            self._touch(pipe)
-            pipe.execute()
         return self._deleted([m for _, m in gone])
 
     def search_messages(self, query: str, k: int = 5, **kwargs) -> list:
@@ -356,21 +353,15 @@ class ChatHistory:
         return self.index.search(query, user_id=self.user_id, k=k, **kwargs)
 
     def list_threads(self) -> list[tuple[str, float]]:
-        """This user's live threads, most recent first, as (thread_id, last_activity)."""
-        return list_threads(self.r, self.user_id, self.namespace)
-
-
-def list_threads(r: redis.Redis, user_id: str, namespace: str = "memorykit") -> list[tuple[str, float]]:
-    """A user's live threads, most recent first, as (thread_id, last_activity); expired ones pruned."""
-    threads_key = user_key(check_namespace(namespace), "user", check_id(user_id, "user_id"), "threads")
-    entries = r.zrevrange(threads_key, 0, -1, withscores=True)
-    if not entries:
-        return []
-    with r.pipeline(transaction=False) as pipe:
-        for thread_id, _ in entries:
-            pipe.exists(user_key(namespace, "thread", user_id, thread_id))
-        alive = pipe.execute()
-    gone = [t for (t, _), ok in zip(entries, alive) if not ok]
-    if gone:
-        r.zrem(threads_key, *gone)
-    return [(t, score) for (t, score), ok in zip(entries, alive) if ok]
+        """This user's live threads, most recent first, as (thread_id, last_activity); expired ones pruned."""
+        entries = self.r.zrevrange(self.threads_key, 0, -1, withscores=True)
+        if not entries:
+            return []
+        with self.r.pipeline(transaction=False) as pipe:
+            for thread_id, _ in entries:
+                pipe.exists(user_key(self.namespace, "thread", self.user_id, thread_id))
+            alive = pipe.execute()
+        gone = [t for (t, _), ok in zip(entries, alive) if not ok]
+        if gone:
+            self.r.zrem(self.threads_key, *gone)
+        return [(t, score) for (t, score), ok in zip(entries, alive) if ok]
