@@ -96,7 +96,7 @@ def test_size_limit_direct_tool_and_observe(r, ns, llm):
     big = mk.PROFILE_TEMPLATE.replace("# Goals\n-", "# Goals\n- " + "x" * 200)
     with pytest.raises(mk.ValidationError, match="condense"):
         wm.update(big, "u1", "t1")
-    update = wm.tools("u1", "t1")[1]
+    update = wm.tools("u1", "t1")[0]
     out = json.loads(update.run({"content": big}))
     assert "condense" in out["error"] and "120 characters" in out["error"]
     assert wm.get("u1", "t1") is None
@@ -178,17 +178,15 @@ def test_concurrent_partial_updates_are_not_lost(r, ns):
 # ------------------------------------------------------------------ tools and prompt block
 def test_tools_schemas_and_round_trip(r, ns):
     wm = mk.WorkingMemory(r, ns, schema=Profile, scope="user")
-    get, update, clear = wm.tools("u1")
-    assert [t.name for t in (get, update, clear)] == ["get_working_memory", "update_working_memory",
-                                                       "clear_working_memory"]
+    update, clear = wm.tools("u1")
+    assert [t.name for t in (update, clear)] == ["update_working_memory", "clear_working_memory"]
     params = update.schema["function"]["parameters"]["properties"]["content"]
     assert params["type"] == "object" and set(params["properties"]) == {"name", "timezone", "goals", "preferences"}
     assert "required" not in params
-    assert json.loads(get.run("{}"))["content"] == {}
     assert json.loads(update.run({"content": {"name": "Ada"}}))["ok"] is True
     err = json.loads(update.run({"content": {"goals": 3}}))["error"]
     assert "field 'goals'" in err
-    assert json.loads(get.run(None))["content"]["name"] == "Ada"
+    assert wm.get("u1")["name"] == "Ada" and "Ada" in wm.prompt_block("u1")
     assert json.loads(clear.run({}))["cleared"] is True and wm.get("u1") is None
     assert wm.history("u1")[0].replaced_by == "tool"
 

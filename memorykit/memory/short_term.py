@@ -124,14 +124,13 @@ def digest(raws: Sequence[str]) -> str:
 
 
 def parse_summary(raw: str | None) -> dict[str, Any] | None:
-    """The summary record (JSON: text, facts, cursor, covers, ...); a plain string covers nothing stored."""
-    if raw is None:
-        return None
+    """The summary record (JSON: text, facts, cursor, covers, ...); None if there is none or it is unreadable."""
     try:
-        data = json.loads(raw)
+        data = json.loads(raw) if raw else None
     except ValueError:
-        data = raw
-    data = data if isinstance(data, dict) else {"text": str(data)}
+        return None
+    if not isinstance(data, dict):
+        return None
     facts = data.get("facts") if isinstance(data.get("facts"), list) else []  # Lua's cjson writes [] as {}
     return {**data, "cursor": int(data.get("cursor") or 0), "covers": int(data.get("covers") or 0), "facts": facts}
 

@@ -38,7 +38,6 @@ PROFILE_TEMPLATE = """# Profile
 @dataclass
 class Version:
     """One past version of a working memory (newest first in :meth:`WorkingMemory.history`)."""
-
     content: Any
     saved_at: float
     replaced_by: str  # the write that replaced this version: update, tool, observe, clear
@@ -61,7 +60,6 @@ def _headings(markdown: str) -> list[str]:
 
 class WorkingMemory:
     """A bounded, validated scratchpad per conversation (or per user), with edit history and undo."""
-
     def __init__(self, redis_client: redis.Redis, namespace: str = "memorykit", *,
                  template: str | None = None, schema: Any = None, scope: str = "conversation",
                  max_chars: int | None = 2000, history: int = 10, ttl: int | None = None):
@@ -111,13 +109,11 @@ class WorkingMemory:
         return json.dumps(content, ensure_ascii=False) if self.format == "schema" else content
 
     def _coerce(self, content: Any) -> Any:
-        """Accept what a caller or a model may pass: text, a dict, a JSON string, a pydantic object."""
+        """Accept what a caller or a model may pass: text, a dict or a JSON string."""
         if self.format != "schema":
             if not isinstance(content, str):
                 raise ValidationError(f"{self.format} working memory takes text, got {type(content).__name__}")
             return content.replace("\r\n", "\n").strip() + "\n" if content.strip() else ""
-        if hasattr(content, "model_dump"):
-            return content.model_dump(mode="json", exclude_unset=True)
         if isinstance(content, str):
             try:
                 content = json.loads(content)
@@ -261,7 +257,8 @@ class WorkingMemory:
         return f"{base.rstrip()}\n\n{self.prompt_block(user_id, thread_id)}"
 
     def tools(self, user_id: str, thread_id: str | None = None) -> list[Tool]:
-        """get / update / clear tools bound to one user (and thread); errors come back as tool results."""
+        """update / clear tools bound to one user (and thread); errors come back as tool results. No read
+        tool: the content is in the system prompt every turn (``prompt_block``)."""
         self.key(user_id, thread_id)  # validates ids and scope now, not at the first call
         if self.format == "schema":
             content = {**self.partial_schema(),
@@ -272,10 +269,6 @@ class WorkingMemory:
             content = {"type": "string", "description": "the complete new working memory" + keep}
             how = " with new content."
 
-        def get_working_memory():
-            return {"format": self.format, "scope": self.scope, "limit": self.limit_text(),
-                    "content": self.current(user_id, thread_id)}
-
         def update_working_memory(content):
             new = self.update(content, user_id, thread_id, source="tool")
             return {"ok": True, "size": self.size(new), "limit": self.limit_text(), "content": new}
@@ -283,15 +276,12 @@ class WorkingMemory:
         def clear_working_memory():
             return {"ok": True, "cleared": self.clear(user_id, thread_id, source="tool")}
 
-        no_args = {"type": "object", "properties": {}}
         update_args = {"type": "object", "properties": {"content": content}, "required": ["content"]}
         return [
-            Tool("get_working_memory", f"Read the current working memory (the scratchpad for this {self.scope}).",
-                 no_args, get_working_memory),
             Tool("update_working_memory", f"Replace the working memory{how} Limit: {self.limit_text()}; "
                  "condense when over it.", update_args, update_working_memory),
             Tool("clear_working_memory", "Empty the working memory (it can be restored by undo).",
-                 no_args, clear_working_memory),
+                 {"type": "object", "properties": {}}, clear_working_memory),
         ]
 
     def observe(self, message: Message | str | Sequence[Message | str], llm, user_id: str,
