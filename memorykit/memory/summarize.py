@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from ..errors import ValidationError
 from ..llm.task import ChatModel, Task, TaskFailed, Text, run_task
-from ..messages import Message, Role, count_tokens
+from ..messages import Message, count_tokens
 from .short_term import ChatHistory, readable, valid_cuts
 
 log = logging.getLogger(__name__)
@@ -70,16 +70,10 @@ class ByTokens:
         return count_tokens(prompt) > self.max_tokens
 
 
-class SourceMessage(BaseModel):
-    """One message to fold into the summary."""
-    role: Role
-    content: str
-
-
 class SummarizeInput(BaseModel):
     """The previous summary's facts, the messages to fold in, and how many facts may be kept."""
     previous: list[str] = Field(default_factory=list)
-    messages: list[SourceMessage]
+    messages: list[Message]
     max_facts: int = MAX_FACTS
 
 
@@ -92,7 +86,7 @@ class Summary(BaseModel):
         return "\n".join(f"- {f}" for f in self.facts)
 
 
-def source(messages: Sequence[Message]) -> list[SourceMessage]:
+def source(messages: Sequence[Message]) -> list[Message]:
     """Messages as the task sees them: role + text (tool calls spelled out, very long text cut)."""
     out = []
     for m in messages:
@@ -103,7 +97,7 @@ def source(messages: Sequence[Message]) -> list[SourceMessage]:
             fn = call.get("function", {}) if isinstance(call, dict) else {}
             text += f" [calls {fn.get('name', '?')}({fn.get('arguments', '')})]"
         if text.strip():
-            out.append(SourceMessage(role=m.role, content=text.strip()))
+            out.append(Message(role=m.role, content=text.strip()))
     return out
 
 
