@@ -306,8 +306,10 @@ class ChatHistory:
     def clear(self) -> int:
         """Delete the thread, its summary and its entry in the user's thread list; returns messages deleted."""
         with self.r.pipeline(transaction=True) as pipe:
-            raws = pipe.lrange(self.key, 0, -1).delete(self.key, self.summary_key).zrem(
-                self.threads_key, self.thread_id).execute()[0]
+            pipe.lrange(self.key, 0, -1)
+            pipe.delete(self.key, self.summary_key)
+            pipe.zrem(self.threads_key, self.thread_id)
+            raws = pipe.execute()[0]
         return len(self._deleted(readable(_decode(raws, self.key))))
 
     def _deleted(self, messages: list[Message]) -> list[Message]:
