@@ -70,7 +70,7 @@ def prompt_cost(r, llm) -> None:
             for turn in dialogs[0]["turns"]:
                 wm.observe(turn, llm, user_id="bench")
             filled = mk.count_tokens(wm.prompt_block("bench"))
-            content = wm.size(wm.get("bench")) if not wm.max_tokens else 0
+            content = wm.size(wm.get("bench"))
             print(f"   {mode:8} empty {empty:4d} tok  filled {filled:4d} tok  (content {content} chars)  "
                   f"= {filled / turn_tokens:4.1f}x an average user message")
             wm.delete_all("bench")

@@ -7,7 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 import memorykit as mk
 from memorykit.memory.index import forget_user
-from memorykit.memory.recall import IndexedHistory, RecalledMessage, merge_recalled, recall_block
+from memorykit.course.recall import merge_recalled, recall_block
+from memorykit.memory.recall import RecalledMessage
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "working"
 DAY = 86400.0
@@ -21,7 +22,7 @@ def idx(r, emb, ns):
 
 def history(r, ns, idx, user, thread):
     h = idx.history(user, thread)
-    assert isinstance(h, IndexedHistory) and isinstance(h, mk.ChatHistory) and h.ttl is None
+    assert isinstance(h, mk.ChatHistory) and h.index is idx and h.ttl is None
     return h
 
 
@@ -49,7 +50,7 @@ def test_only_user_and_assistant_text_is_indexed(r, ns, idx):
               mk.Message(role="tool", content='{"temp": 3}', tool_call_id="c1"),
               mk.Message(role="assistant", content="It is 3 degrees in Oslo.")])
     assert idx.count("u1") == 2
-    assert {m.message.role for m in idx.messages("u1")} == {"user", "assistant"}
+    assert {m.message.role for m in idx.search("weather", user_id="u1", k=10)} == {"user", "assistant"}
     doc = r.json().get(idx.key("u1", "t1", h.messages()[1].id))
     assert doc["user_id"] == "u1" and doc["thread_id"] == "t1" and doc["text"] == "What's the weather in Oslo?"
 
@@ -137,32 +138,32 @@ def fill(h, n):
                   mk.Message(role="assistant", content=f"answer {i}")])
 
 
-def test_prune_removes_messages_and_vectors_together(r, ns, idx):
+def check(r, idx, user_id, thread_id):
+    """List vs index: ``orphans`` (vectors whose message is gone), ``missing`` (messages not indexed)."""
+    stored = mk.ChatHistory(r, user_id, thread_id, namespace=idx.namespace).messages()
+    have = {k.rsplit(":", 1)[1] for k in r.scan_iter(match=idx.key(user_id, thread_id, "") + "*")}
+    want = {m.id for m in stored if m.role in ("user", "assistant") and m.content.strip()}
+    return {"orphans": have - {m.id for m in stored}, "missing": want - have}
+
+
+def test_delete_first_removes_messages_and_vectors_together(r, ns, idx):
     h = history(r, ns, idx, "u1", "t1")
     fill(h, 6)
-    deleted = idx.prune("u1", "t1", keep_last=4)
+    deleted = h.delete_first(8)
     assert len(deleted) == 8 and len(h) == 4
-    assert idx.check("u1", "t1") == {"orphans": set(), "missing": set()}
+    assert check(r, idx, "u1", "t1") == {"orphans": set(), "missing": set()}
     assert idx.count("u1", "t1") == 4
-    assert {x.message.content for x in idx.messages("u1", "t1")} == {m.content for m in h.messages()}
-
-
-def test_storage_limit_prunes_on_every_append(r, emb, ns):
-    idx = mk.MessageIndex(r, emb, ns, max_messages_per_thread=6)
-    h = history(r, ns, idx, "u1", "t1")
-    fill(h, 10)
-    assert len(h) <= 6 and h.messages()[0].role == "user"
-    assert idx.check("u1", "t1") == {"orphans": set(), "missing": set()}
-    assert idx.count("u1", "t1") == len(h)
+    found = idx.search("question", user_id="u1", thread_id="t1", k=10)
+    assert {x.message.content for x in found} == {m.content for m in h.messages()}
 
 
 def test_deletes_and_summarization_keep_index_consistent(r, ns, idx, llm):
     h = history(r, ns, idx, "u1", "t1")
     fill(h, 6)
     h.delete_where(lambda m: m.content == "question 2 about topic 2")
-    assert idx.check("u1", "t1") == {"orphans": set(), "missing": set()}
+    assert check(r, idx, "u1", "t1") == {"orphans": set(), "missing": set()}
     assert mk.summarize_if_needed(h, llm, policy=mk.ByCount(max_messages=6, keep_last=2))
-    assert idx.check("u1", "t1") == {"orphans": set(), "missing": set()}
+    assert check(r, idx, "u1", "t1") == {"orphans": set(), "missing": set()}
     assert idx.count("u1", "t1") == len([m for m in h.messages() if m.role != "system"]) == 11
     h.clear()
     assert idx.count("u1", "t1") == 0
@@ -192,13 +193,6 @@ def test_search_takes_a_vector_to_embed_once(r, emb, ns, idx):
     idx.embedder = NoEmbed()
     hits = idx.search("what did I say about pricing?", user_id="ana", k=3, vector=vector)
     assert hits[0].thread_id == "pricing-review"
-
-
-def test_check_finds_the_vectors_of_an_expired_thread(r, ns, idx):
-    h = history(r, ns, idx, "u1", "t1")
-    fill(h, 2)
-    r.delete(h.key)  # what a TTL expiry does to the list
-    assert len(idx.check("u1", "t1")["orphans"]) == 4
 
 
 def test_forget_user_removes_message_vectors(r, emb, ns, idx):

@@ -7,9 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import memorykit as mk
-from memorykit.memory.recall import IndexedHistory
-from memorykit.memory.short_term import (fix_boundaries, head_length, list_threads, trim_last, trim_to_tokens,
-                                         valid_cuts)
+from memorykit.memory.short_term import fix_boundaries, head_length, trim_last, trim_to_tokens, valid_cuts
 
 
 def U(text):
@@ -25,7 +23,7 @@ def call(cid, name="heart_rate"):
 
 
 class RecordingRecall:
-    """Stands in for the message index of an IndexedHistory: records what the history tells it."""
+    """Stands in for the message index of a ChatHistory: records what the history tells it."""
 
     def __init__(self):
         self.added, self.removed, self.queries = [], [], []
@@ -45,7 +43,7 @@ class RecordingRecall:
 
 
 def indexed(r, ns, rec, user="u", thread="t"):
-    return IndexedHistory(r, user, thread, namespace=ns, index=rec)
+    return mk.ChatHistory(r, user, thread, namespace=ns, index=rec)
 
 
 # ---------------------------------------------------------------- storage
@@ -87,11 +85,11 @@ def test_users_and_threads_are_isolated(r, ns):
     assert [m.content for m in a1.messages()] == ["alice one"]
     assert [m.content for m in a2.messages()] == ["alice two"]
     assert [m.content for m in b1.messages()] == ["bob one"]
-    assert [t for t, _ in list_threads(r, "alice", ns)] == ["t2", "t1"]
+    assert [t for t, _ in a1.list_threads()] == ["t2", "t1"]
     assert [t for t, _ in b1.list_threads()] == ["t1"]
     b1.clear()
     assert a1.messages() and a2.messages() and b1.messages() == []
-    assert list_threads(r, "bob", ns) == []
+    assert b1.list_threads() == []
 
 
 def test_list_threads_orders_by_last_activity(r, ns):
@@ -100,7 +98,7 @@ def test_list_threads_orders_by_last_activity(r, ns):
     t1.append(U("first"))
     t2.append(U("second"))
     t1.append(U("t1 again"))
-    assert [t for t, _ in list_threads(r, "u", ns)] == ["t1", "t2"]
+    assert [t for t, _ in mk.ChatHistory(r, "u", "t", namespace=ns).list_threads()] == ["t1", "t2"]
 
 
 def test_sliding_ttl_is_refreshed_on_each_write(r, ns):
@@ -125,7 +123,7 @@ def test_thread_expires_and_leaves_the_thread_list(r, ns):
     r.pexpire(h.key, 50)
     time.sleep(0.15)
     assert h.messages() == [] and len(h) == 0
-    assert list_threads(r, "u", ns) == []
+    assert h.list_threads() == []
 
 
 @pytest.mark.parametrize("bad", [0, -5, 1.5, "60"])
@@ -293,7 +291,7 @@ def test_clear_removes_thread_summary_and_index_entries(r, ns):
     h.append([U("a"), A("b")])
     r.set(h.summary_key, '{"text": "x", "covers": 1}')
     assert h.clear() == 2
-    assert not r.exists(h.key, h.summary_key) and list_threads(r, "u", ns) == []
+    assert not r.exists(h.key, h.summary_key) and h.list_threads() == []
     assert sorted(rec.removed) == sorted(rec.added)
 
 

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 import memorykit as mk
 from memorykit.errors import SchemaMismatchError
@@ -26,16 +26,13 @@ class Profile(BaseModel):
     preferences: list[str] = Field(default_factory=list)
 
 
-STRICT = {  # a JSON-schema dict: timezone must be an IANA name, age an integer 0..130
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 40},
-        "timezone": {"type": "string", "pattern": "^[A-Za-z_]+/[A-Za-z_]+$"},
-        "age": {"type": "integer", "minimum": 0, "maximum": 130},
-        "goals": {"type": "array", "items": {"type": "string"}},
-    },
-    "additionalProperties": False,
-}
+class Strict(BaseModel):
+    """Timezone must be an IANA name, age an integer 0..130, no other fields."""
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(None, max_length=40)
+    timezone: str | None = Field(None, pattern="^[A-Za-z_]+/[A-Za-z_]+$")
+    age: int | None = Field(None, ge=0, le=130)
+    goals: list[str] = Field(default_factory=list)
 
 
 @pytest.fixture
@@ -66,8 +63,8 @@ def test_schema_pydantic_partial_merge_and_field_named_error(r, ns):
     assert wm.get("u1", "t1")["name"] == "Ada"
 
 
-def test_schema_dict_validation_names_the_field(r, ns):
-    wm = mk.WorkingMemory(r, ns, schema=STRICT)
+def test_schema_validation_names_the_field(r, ns):
+    wm = mk.WorkingMemory(r, ns, schema=Strict)
     wm.update({"timezone": "Europe/Berlin", "age": 41}, "u1", "t1")
     with pytest.raises(mk.ValidationError, match="field 'age'"):
         wm.update({"age": 400}, "u1", "t1")
@@ -75,9 +72,9 @@ def test_schema_dict_validation_names_the_field(r, ns):
         wm.update({"timezone": "somewhere"}, "u1", "t1")
     with pytest.raises(mk.ValidationError, match="hobby"):
         wm.update({"hobby": "chess"}, "u1", "t1")
-    assert wm.get("u1", "t1") == {"timezone": "Europe/Berlin", "age": 41}
-    wm.update({"name": "Ada"}, "u1", "t1", merge=False)
-    assert wm.get("u1", "t1") == {"name": "Ada"}
+    assert wm.get("u1", "t1") == {"name": None, "timezone": "Europe/Berlin", "age": 41, "goals": []}
+    with pytest.raises(mk.ValidationError, match="pydantic model"):
+        mk.WorkingMemory(r, ns, schema={"type": "object"})
 
 
 def test_text_mode_and_bad_types(r, ns):
@@ -99,20 +96,13 @@ def test_size_limit_direct_tool_and_observe(r, ns, llm):
     big = mk.PROFILE_TEMPLATE.replace("# Goals\n-", "# Goals\n- " + "x" * 200)
     with pytest.raises(mk.ValidationError, match="condense"):
         wm.update(big, "u1", "t1")
-    update = wm.tools("u1", "t1")[1]
+    update = wm.tools("u1", "t1")[0]
     out = json.loads(update.run({"content": big}))
     assert "condense" in out["error"] and "120 characters" in out["error"]
     assert wm.get("u1", "t1") is None
     obs = wm.observe("I want to " + "climb every mountain in the Alps " * 3, llm, user_id="u1", thread_id="t1")
     assert obs.error and "condense" in obs.error and not obs.changed
     assert wm.get("u1", "t1") is None
-
-
-def test_size_limit_in_tokens(r, ns):
-    wm = mk.WorkingMemory(r, ns, max_chars=None, max_tokens=10)
-    wm.update("short note", "u1", "t1")
-    with pytest.raises(mk.ValidationError, match="10 tokens"):
-        wm.update("a much longer note " * 5, "u1", "t1")
 
 
 # ------------------------------------------------------------------ scopes
@@ -175,8 +165,8 @@ def test_ttl_applies_to_content_and_history(r, ns):
 
 
 def test_concurrent_partial_updates_are_not_lost(r, ns):
-    wm = mk.WorkingMemory(r, ns, schema={"type": "object", "additionalProperties": {"type": "integer"}},
-                          history=0)
+    counts = create_model("Counts", **{f"k{i}": (int | None, None) for i in range(16)})
+    wm = mk.WorkingMemory(r, ns, schema=counts, history=0)
     workers = [threading.Thread(target=wm.update, args=({f"k{i}": i}, "u1", "t1")) for i in range(16)]
     for w in workers:
         w.start()
@@ -188,17 +178,15 @@ def test_concurrent_partial_updates_are_not_lost(r, ns):
 # ------------------------------------------------------------------ tools and prompt block
 def test_tools_schemas_and_round_trip(r, ns):
     wm = mk.WorkingMemory(r, ns, schema=Profile, scope="user")
-    get, update, clear = wm.tools("u1")
-    assert [t.name for t in (get, update, clear)] == ["get_working_memory", "update_working_memory",
-                                                       "clear_working_memory"]
+    update, clear = wm.tools("u1")
+    assert [t.name for t in (update, clear)] == ["update_working_memory", "clear_working_memory"]
     params = update.schema["function"]["parameters"]["properties"]["content"]
     assert params["type"] == "object" and set(params["properties"]) == {"name", "timezone", "goals", "preferences"}
     assert "required" not in params
-    assert json.loads(get.run("{}"))["content"] == {}
     assert json.loads(update.run({"content": {"name": "Ada"}}))["ok"] is True
     err = json.loads(update.run({"content": {"goals": 3}}))["error"]
     assert "field 'goals'" in err
-    assert json.loads(get.run(None))["content"]["name"] == "Ada"
+    assert wm.get("u1")["name"] == "Ada" and "Ada" in wm.prompt_block("u1")
     assert json.loads(clear.run({}))["cleared"] is True and wm.get("u1") is None
     assert wm.history("u1")[0].replaced_by == "tool"
 
@@ -239,12 +227,12 @@ def test_observe_ignores_non_user_and_factless_messages(r, ns, llm):
 
 
 def test_observe_output_is_validated(r, ns, llm):
-    wm = mk.WorkingMemory(r, ns, schema=STRICT)
+    wm = mk.WorkingMemory(r, ns, schema=Strict)
     wm.observe("I'm in Berlin time.", llm, user_id="u1", thread_id="t1")
-    assert wm.get("u1", "t1") == {"timezone": "Europe/Berlin"}
+    assert wm.get("u1", "t1")["timezone"] == "Europe/Berlin"
     obs = wm.observe("Actually I'm on UTC+2.", llm, user_id="u1", thread_id="t1")  # violates the pattern
     assert "field 'timezone'" in obs.error and not obs.changed
-    assert wm.get("u1", "t1") == {"timezone": "Europe/Berlin"}
+    assert wm.get("u1", "t1")["timezone"] == "Europe/Berlin"
 
 
 def update(content, changed=True):

@@ -1,32 +1,24 @@
 """Message recall: find an old message by meaning, across a user's threads, never another user's.
 
-Each user and assistant message with text is a JSON document ``ns:msgvec:{user}:{thread}:{id}``. The
-histories of :meth:`MessageIndex.history` index their appends and unindex their deletions; summaries
-delete nothing, so recall still finds what a summary folded in.
+Each user and assistant message with text is a JSON document ``ns:msgvec:{user}:{thread}:{id}``; the histories
+of :meth:`MessageIndex.history` index their appends and unindex their deletions (a summary deletes nothing).
 """
 from __future__ import annotations
 
-import logging
-import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 from urllib.parse import unquote
 
 import redis
-from redisvl.query import CountQuery, FilterQuery
+from redisvl.query import CountQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
 
 from ..errors import ValidationError
 from ..keys import check_id, check_namespace, user_key
 from ..messages import Message
 from .index import delete_keys, ensure_index, nearest, owner_field, owner_filter, owner_tag, vector_field
-from .short_term import ChatHistory, head_length
+from .short_term import ChatHistory
 
-log = logging.getLogger(__name__)
-
-INDEXED_ROLES = ("user", "assistant")
-STRATEGIES = ("prepend", "append", "interleave")
-RECALL_HEADER = "Messages recalled from earlier conversations (oldest first):"
 _RETURN = ["message_id", "thread_id", "role", "text", "name", "created_at"]
 
 
@@ -42,53 +34,11 @@ class RecalledMessage:
         return f"RecalledMessage({self.distance:.3f}, {self.thread_id!r}, {m.role}: {m.content[:50]!r})"
 
 
-def indexable(message: Message) -> bool:
-    """Only user and assistant messages with text are worth recalling (not tool calls or system prompts)."""
-    return message.role in INDEXED_ROLES and bool(message.content.strip())
-
-
-class IndexedHistory(ChatHistory):
-    """A ChatHistory wired to a :class:`MessageIndex`: appends are indexed (unless ``index_appends``
-    is False, for callers that index later), deletions remove the vectors, and it can search."""
-
-    def __init__(self, r: redis.Redis, user_id: str, thread_id: str, ttl: int | None = 3600,
-                 namespace: str = "memorykit", *, index: "MessageIndex", index_appends: bool = True):
-        super().__init__(r, user_id, thread_id, ttl=ttl, namespace=namespace)
-        self.index = index
-        self.index_appends = index_appends
-
-    def append(self, message) -> list[Message]:
-        msgs = super().append(message)
-        if self.index_appends and msgs:
-            try:
-                self.index.add(self.user_id, self.thread_id, msgs)
-            except Exception:
-                log.exception("messages stored in %s but not indexed for recall", self.key)
-        return msgs
-
-    def _deleted(self, messages: list[Message]) -> list[Message]:
-        self.index.remove(self.user_id, self.thread_id, [m.id for m in messages])
-        return messages
-
-    def search_messages(self, query: str, k: int = 5, thread_id: str | None = None,
-                        distance_threshold: float | None = None, **kwargs) -> list[RecalledMessage]:
-        """Semantically search this user's past messages, in every thread (or ``thread_id``)."""
-        return self.index.search(query, user_id=self.user_id, thread_id=thread_id, k=k,
-                                 distance_threshold=distance_threshold, **kwargs)
-
-
 class MessageIndex:
-    """Embeds stored messages and searches them, scoped to one user (optionally one thread).
-    ``max_messages_per_thread``: after each ``add``, older messages leave the list and the index together."""
+    """Embeds stored messages and searches them, scoped to one user (optionally one thread)."""
 
-    def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit", *,
-                 max_messages_per_thread: int | None = None):
-        if max_messages_per_thread is not None and max_messages_per_thread < 2:
-            raise ValidationError("max_messages_per_thread must be at least 2 (or None for no limit)")
-        self.redis = redis_client
-        self.embedder = embedder
-        self.namespace = check_namespace(namespace)
-        self.max_messages_per_thread = max_messages_per_thread
+    def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit"):
+        self.redis, self.embedder, self.namespace = redis_client, embedder, check_namespace(namespace)
         self.schema = {
             "index": {"name": f"{namespace}_messages", "prefix": f"{namespace}:msgvec", "storage_type": "json"},
             "fields": [{"name": "text", "type": "text"},
@@ -100,7 +50,7 @@ class MessageIndex:
         self.index = ensure_index(redis_client, self.schema)
 
     def __repr__(self) -> str:
-        return f"MessageIndex({self.schema['index']['name']}, limit={self.max_messages_per_thread})"
+        return f"MessageIndex({self.schema['index']['name']})"
 
     def key(self, user_id: str, thread_id: str, message_id: str) -> str:
         return user_key(self.namespace, "msgvec", user_id, thread_id, message_id)
@@ -109,7 +59,7 @@ class MessageIndex:
         """Embed and index the recallable messages; returns how many were indexed."""
         check_id(user_id, "user_id")
         check_id(thread_id, "thread_id")
-        todo = [m for m in messages if indexable(m)]
+        todo = [m for m in messages if m.role in ("user", "assistant") and m.content.strip()]  # no tool calls
         if todo:
             vectors = self.embedder.embed_many([m.content for m in todo])
             docs = [{"message_id": m.id, "user_id": user_id, "thread_id": thread_id, "role": m.role,
@@ -117,8 +67,6 @@ class MessageIndex:
                      "text": m.content, "name": m.name or "", "created_at": float(m.created_at),
                      "embedding": v} for m, v in zip(todo, vectors)]
             self.index.load(docs, keys=[self.key(user_id, thread_id, m.id) for m in todo])
-        if self.max_messages_per_thread:
-            self.prune(user_id, thread_id, self.max_messages_per_thread)
         return len(todo)
 
     def remove(self, user_id: str, thread_id: str, message_ids: Iterable[str]) -> int:
@@ -126,27 +74,11 @@ class MessageIndex:
         return delete_keys(self.redis, [self.key(user_id, thread_id, mid) for mid in message_ids])
 
     def history(self, user_id: str, thread_id: str, ttl: int | None = None, *,
-                index_appends: bool = True) -> IndexedHistory:
-        """The thread as an IndexedHistory: appends indexed here, deletions there remove vectors here."""
-        return IndexedHistory(self.redis, user_id, thread_id, ttl=ttl, namespace=self.namespace,
-                              index=self, index_appends=index_appends)
-
-    def prune(self, user_id: str, thread_id: str, keep_last: int) -> list[Message]:
-        """Delete the thread's oldest messages beyond ``keep_last`` from list and index (through
-        ``delete_first``: tool-call boundaries respected, atomic against concurrent appends)."""
-        if keep_last < 0:
-            raise ValidationError("keep_last must be >= 0")
-        h = self.history(user_id, thread_id)
-        view = h.view()
-        excess = view.start + len(view.raws) - len(view.head) - keep_last
-        return h.delete_first(excess) if excess > 0 else []
-
-    def check(self, user_id: str, thread_id: str) -> dict[str, set[str]]:
-        """List vs index: ``orphans`` (vectors whose message is gone), ``missing`` (messages not indexed)."""
-        stored = self.history(user_id, thread_id).messages()
-        pattern = self.key(check_id(user_id, "user_id"), check_id(thread_id, "thread_id"), "") + "*"
-        have = {k.rsplit(":", 1)[1] for k in self.redis.scan_iter(match=pattern, count=1000)}
-        return {"orphans": have - {m.id for m in stored}, "missing": {m.id for m in stored if indexable(m)} - have}
+                index_appends: bool = True) -> ChatHistory:
+        """The thread as a ChatHistory wired to this index: appends are indexed (unless ``index_appends``
+        is False, for callers that index later), deletions remove their vectors, ``search_messages`` works."""
+        return ChatHistory(self.redis, user_id, thread_id, ttl=ttl, namespace=self.namespace,
+                           index=self, index_appends=index_appends)
 
     def _scope(self, user_id: str, thread_id: str | None = None, roles: Sequence[str] | None = None,
                since: float | None = None, until: float | None = None) -> FilterExpression:
@@ -180,50 +112,3 @@ class MessageIndex:
     def count(self, user_id: str, thread_id: str | None = None) -> int:
         """How many messages of this user (or thread) have a vector."""
         return int(self.index.query(CountQuery(filter_expression=self._scope(user_id, thread_id))))
-
-    def messages(self, user_id: str, thread_id: str | None = None, limit: int = 1000) -> list[RecalledMessage]:
-        """Indexed messages of a user (or thread), oldest first, without a query."""
-        q = FilterQuery(filter_expression=self._scope(user_id, thread_id), return_fields=_RETURN, num_results=limit)
-        q.sort_by("created_at", asc=True)
-        return [self._recalled(row) for row in self.index.query(q)]
-
-
-def _as_message(item: RecalledMessage | Message) -> Message:
-    return item.message if isinstance(item, RecalledMessage) else item
-
-
-def _fingerprint(m: Message) -> tuple[str, str]:
-    return m.role, " ".join(m.content.split()).casefold()
-
-
-def merge_recalled(window: Sequence[Message], recalled: Sequence[RecalledMessage | Message],
-                   strategy: str = "prepend") -> list[Message]:
-    """The recent window plus recalled messages, none repeated (same id or same role + text):
-    before it (``prepend``), after it (``append``) or by time (``interleave``); system head first."""
-    if strategy not in STRATEGIES:
-        raise ValidationError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    h = head_length(window)
-    system, recent = list(window[:h]), list(window[h:])
-    seen_ids, seen_text = {m.id for m in window}, {_fingerprint(m) for m in recent}
-    extra: list[Message] = []
-    for m in map(_as_message, recalled):
-        if m.id not in seen_ids and _fingerprint(m) not in seen_text:
-            seen_ids.add(m.id)
-            seen_text.add(_fingerprint(m))
-            extra.append(m)
-    extra.sort(key=lambda m: m.created_at)
-    if strategy == "prepend":
-        return system + extra + recent
-    if strategy == "append":
-        return system + recent + extra
-    return system + sorted(recent + extra, key=lambda m: m.created_at)  # stable: ties keep window order
-
-
-def recall_block(recalled: Sequence[RecalledMessage | Message], header: str = RECALL_HEADER) -> Message | None:
-    """Recalled messages as one system message (dated lines), for prompts that keep roles strict."""
-    items = sorted(map(_as_message, recalled), key=lambda m: m.created_at)
-    if not items:
-        return None
-    lines = [f"- {time.strftime('%Y-%m-%d', time.gmtime(m.created_at))} {m.role}: {m.content.strip()}"
-             for m in items]
-    return Message(role="system", content=header + "\n" + "\n".join(lines))

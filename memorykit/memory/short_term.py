@@ -1,8 +1,7 @@
-"""Short-term memory: a thread is a Redis LIST of JSON messages, plus trimming policies.
+"""Short-term memory: a thread is a Redis LIST of JSON messages (one RPUSH per append, a sliding TTL).
 
-Appends are one RPUSH (a delete + rewrite loses messages when writers race) and slide the TTL. A summary
-is a *view* beside the complete list (text + a cursor past the entries it covers), so summarizing loses
-nothing; deleting is a deliberate script that removes entries by value and moves the cursor.
+A summary is a *view* beside the complete list (text + a cursor past the entries it covers), so summarizing
+loses nothing; deleting is a deliberate script that removes entries by value and moves the cursor.
 """
 from __future__ import annotations
 
@@ -59,13 +58,18 @@ def drop_orphans(messages: Sequence[Message]) -> list[Message]:
     return [m for m, o in zip(messages, _call_owner(messages)) if m.role != "tool" or o is not None]
 
 
-def fix_boundaries(messages: Sequence[Message | dict], start: int = 0) -> list[Message]:
-    """The system head + the rest from the first valid cut at or after ``start``: after the head the
-    list starts with a user message, and no tool result is separated from the call that asked for it."""
+def _window(messages: Sequence[Message | dict], fits: Callable[[int, list[Message]], bool]) -> list[Message]:
+    """The system head + the rest from the first valid cut ``c`` where ``fits(c, window)``: after the head
+    the window starts with a user message, and no tool result is separated from the call that asked for it."""
     msgs = [as_message(m) for m in messages]
     h = head_length(msgs)
-    cut = next((c for c in valid_cuts(msgs) if c >= max(h, start)), len(msgs))
+    cut = next((c for c in valid_cuts(msgs) if c >= h and fits(c, msgs[:h] + drop_orphans(msgs[c:]))), len(msgs))
     return msgs[:h] + drop_orphans(msgs[cut:])
+
+
+def fix_boundaries(messages: Sequence[Message | dict], start: int = 0) -> list[Message]:
+    """The system head + the rest from the first valid cut at or after ``start``."""
+    return _window(messages, lambda c, _: c >= start)
 
 
 def trim_last(messages: Sequence[Message | dict], n: int) -> list[Message]:
@@ -80,11 +84,8 @@ def trim_to_tokens(messages: Sequence[Message | dict], max_tokens: int) -> list[
     if max_tokens <= 0:
         raise ValidationError(f"max_tokens must be > 0, got {max_tokens}")
     msgs = [as_message(m) for m in messages]
-    h = head_length(msgs)
-    budget = max_tokens - count_tokens(msgs[:h])
-    sizes = [0 if m.role == "tool" and o is None else count_tokens([m]) for m, o in zip(msgs, _call_owner(msgs))]
-    cut = next((c for c in valid_cuts(msgs) if c >= h and sum(sizes[c:]) <= budget), len(msgs))
-    return msgs[:h] + drop_orphans(msgs[cut:])
+    size = {id(m): count_tokens([m]) for m in msgs}  # each message is tokenized once
+    return _window(msgs, lambda _, window: sum(size[id(m)] for m in window) <= max_tokens)
 
 
 def check_message(message: Message | dict) -> Message:
@@ -123,14 +124,13 @@ def digest(raws: Sequence[str]) -> str:
 
 
 def parse_summary(raw: str | None) -> dict[str, Any] | None:
-    """The summary record (JSON: text, facts, cursor, covers, ...); a plain string covers nothing stored."""
-    if raw is None:
-        return None
+    """The summary record (JSON: text, facts, cursor, covers, ...); None if there is none or it is unreadable."""
     try:
-        data = json.loads(raw)
+        data = json.loads(raw) if raw else None
     except ValueError:
-        data = raw
-    data = data if isinstance(data, dict) else {"text": str(data)}
+        return None
+    if not isinstance(data, dict):
+        return None
     facts = data.get("facts") if isinstance(data.get("facts"), list) else []  # Lua's cjson writes [] as {}
     return {**data, "cursor": int(data.get("cursor") or 0), "covers": int(data.get("covers") or 0), "facts": facts}
 
@@ -199,8 +199,7 @@ return covered
 
 @dataclass
 class View:
-    """What a model may see of a thread, read atomically: the system head, the summary record and the
-    entries from list position ``start`` on (``raws``, and as ``messages`` with corrupt placeholders)."""
+    """A thread read atomically: system head, summary, and the entries from position ``start`` on."""
     head: list[Message]
     summary: dict[str, Any] | None
     summary_raw: str | None
@@ -215,17 +214,18 @@ class View:
 
 
 class ChatHistory:
-    """One conversation thread of one user: a complete Redis LIST, a summary view, a sliding TTL."""
+    """One conversation thread of one user: a complete Redis LIST, a summary view, a sliding TTL. With an
+    ``index`` (see ``MessageIndex.history``) appends are indexed for recall and deletions unindexed."""
 
     def __init__(self, r: redis.Redis, user_id: str, thread_id: str, ttl: int | None = 3600,
-                 namespace: str = "memorykit"):
+                 namespace: str = "memorykit", *, index=None, index_appends: bool = True):
         if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0):
             raise ValidationError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
         self.r = r
         self.user_id = check_id(user_id, "user_id")
         self.thread_id = check_id(thread_id, "thread_id")
         self.namespace = check_namespace(namespace)
-        self.ttl = ttl
+        self.ttl, self.index, self.index_appends = ttl, index, index_appends
         self.key = user_key(namespace, "thread", user_id, thread_id)
         self.summary_key = f"{self.key}:summary"
         self.threads_key = user_key(namespace, "user", user_id, "threads")
@@ -246,6 +246,11 @@ class ChatHistory:
             pipe.rpush(self.key, *(m.to_json() for m in msgs))
             self._touch(pipe)
             pipe.execute()
+        if self.index is not None and self.index_appends:
+            try:
+                self.index.add(self.user_id, self.thread_id, msgs)
+            except Exception:
+                log.exception("messages stored in %s but not indexed for recall", self.key)
         return msgs
 
     def _touch(self, pipe) -> None:
@@ -282,13 +287,9 @@ class ChatHistory:
         """The current summary text, or None if the thread was never summarized."""
         return (self.summary_info() or {}).get("text")
 
-    def prompt_messages(self, system: str | None = None) -> list[Message]:
+    def prompt_messages(self, system: str | None = None, view: View | None = None) -> list[Message]:
         """What to send a model: system prompt, stored system head, the summary, the messages after it."""
-        return self.prompt_from(self.view(), system)
-
-    @staticmethod
-    def prompt_from(view: View, system: str | None = None) -> list[Message]:
-        """prompt_messages() for an already-read view."""
+        view = view or self.view()
         out = [Message(role="system", content=system)] if system else []
         text = (view.summary or {}).get("text")
         summary = [Message(role="system", content=f"{SUMMARY_HEADER}\n{text}")] if text else []
@@ -304,19 +305,17 @@ class ChatHistory:
 
     def clear(self) -> int:
         """Delete the thread, its summary and its entry in the user's thread list; returns messages deleted."""
-        return len(self.clear_messages())
-
-    def clear_messages(self) -> list[Message]:
-        """clear(), returning the deleted messages (readable ones) instead of their count."""
         with self.r.pipeline(transaction=True) as pipe:
             pipe.lrange(self.key, 0, -1)
             pipe.delete(self.key, self.summary_key)
             pipe.zrem(self.threads_key, self.thread_id)
             raws = pipe.execute()[0]
-        return self._deleted(readable(_decode(raws, self.key)))
+        return len(self._deleted(readable(_decode(raws, self.key))))
 
     def _deleted(self, messages: list[Message]) -> list[Message]:
-        """Called with what a deletion removed, and returns it: where a subclass cleans up (recall vectors)."""
+        """What a deletion removed; their recall vectors go too."""
+        if self.index is not None:
+            self.index.remove(self.user_id, self.thread_id, [m.id for m in messages])
         return messages
 
     def delete_first(self, n: int) -> list[Message]:
@@ -345,32 +344,25 @@ class ChatHistory:
         if not gone:
             return []
         self._remove(keys=[self.key, self.summary_key], args=["1", *(raw for raw, _ in gone)])
-        with self.r.pipeline(transaction=True) as pipe:
-            self._touch(pipe)
-            pipe.execute()
         return self._deleted([m for _, m in gone])
 
     def search_messages(self, query: str, k: int = 5, **kwargs) -> list:
-        """Search this user's past messages by meaning: needs a history from ``MessageIndex.history``."""
-        raise MemoryKitError("search_messages needs a message index for recall: get the history from "
-                             "mk.MessageIndex(r, embedder, namespace).history(user_id, thread_id)")
+        """This user's past messages closest in meaning to ``query``, in every thread (``thread_id=``: one)."""
+        if self.index is None:
+            raise MemoryKitError("search_messages needs a message index for recall: get the history from "
+                                 "mk.MessageIndex(r, embedder, namespace).history(user_id, thread_id)")
+        return self.index.search(query, user_id=self.user_id, k=k, **kwargs)
 
     def list_threads(self) -> list[tuple[str, float]]:
-        """This user's live threads, most recent first, as (thread_id, last_activity)."""
-        return list_threads(self.r, self.user_id, self.namespace)
-
-
-def list_threads(r: redis.Redis, user_id: str, namespace: str = "memorykit") -> list[tuple[str, float]]:
-    """A user's live threads, most recent first, as (thread_id, last_activity); expired ones pruned."""
-    threads_key = user_key(check_namespace(namespace), "user", check_id(user_id, "user_id"), "threads")
-    entries = r.zrevrange(threads_key, 0, -1, withscores=True)
-    if not entries:
-        return []
-    with r.pipeline(transaction=False) as pipe:
-        for thread_id, _ in entries:
-            pipe.exists(user_key(namespace, "thread", user_id, thread_id))
-        alive = pipe.execute()
-    gone = [t for (t, _), ok in zip(entries, alive) if not ok]
-    if gone:
-        r.zrem(threads_key, *gone)
-    return [(t, score) for (t, score), ok in zip(entries, alive) if ok]
+        """This user's live threads, most recent first, as (thread_id, last_activity); expired ones pruned."""
+        entries = self.r.zrevrange(self.threads_key, 0, -1, withscores=True)
+        if not entries:
+            return []
+        with self.r.pipeline(transaction=False) as pipe:
+            for thread_id, _ in entries:
+                pipe.exists(user_key(self.namespace, "thread", self.user_id, thread_id))
+            alive = pipe.execute()
+        gone = [t for (t, _), ok in zip(entries, alive) if not ok]
+        if gone:
+            self.r.zrem(self.threads_key, *gone)
+        return [(t, score) for (t, score), ok in zip(entries, alive) if ok]

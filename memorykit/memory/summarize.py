@@ -1,8 +1,7 @@
 """Summaries of long threads: when to write one (policies), the model task, a trace check, the atomic write.
 
-``summarize_if_needed`` folds the messages after the cursor (all but the last ``keep_last``) into the
-previous summary, keeps the facts that trace to a source, then stores them with the new cursor in one
-script call that refuses if the thread or the summary changed meanwhile.
+``summarize_if_needed`` folds the messages after the cursor (all but the last ``keep_last``) into the previous
+summary, keeps the facts that trace to a source, and stores them with the new cursor only if nothing moved.
 """
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from ..errors import ValidationError
 from ..llm.task import ChatModel, Task, TaskFailed, Text, run_task
-from ..messages import Message, Role, count_tokens
+from ..messages import Message, count_tokens
 from .short_term import ChatHistory, readable, valid_cuts
 
 log = logging.getLogger(__name__)
@@ -32,9 +31,8 @@ Leave out greetings and small talk. Return at most `max_facts` facts."""
 
 MAX_CHARS_PER_MESSAGE = 4000
 MAX_FACTS = 30
-MAX_BATCH = 40
-"""At most this many messages are folded in per call (a model's context is bounded too);
-a thread that is further behind catches up over the next calls."""
+MAX_BATCH = 40  # messages folded in per call at most (a model's context is bounded): a long thread catches up
+
 
 
 class SummaryPolicy(Protocol):
@@ -46,8 +44,7 @@ class SummaryPolicy(Protocol):
 
 @dataclass(frozen=True)
 class ByCount:
-    """Summarize when more than ``max_messages`` follow the summary (system prompt not counted);
-    afterwards the model sees: system prompt + one summary + the last ``keep_last`` messages."""
+    """Summarize when more than ``max_messages`` follow the summary; keep the last ``keep_last`` verbatim."""
     max_messages: int = 10
     keep_last: int = 4
 
@@ -61,8 +58,7 @@ class ByCount:
 
 @dataclass(frozen=True)
 class ByTokens:
-    """Summarize when the prompt (summary included) is estimated above ``max_tokens``;
-    afterwards: summary + the last ``keep_last`` messages."""
+    """Summarize when the prompt (summary included) is over ``max_tokens``; keep the last ``keep_last``."""
     max_tokens: int = 4000
     keep_last: int = 20
 
@@ -74,16 +70,10 @@ class ByTokens:
         return count_tokens(prompt) > self.max_tokens
 
 
-class SourceMessage(BaseModel):
-    """One message to fold into the summary."""
-    role: Role
-    content: str
-
-
 class SummarizeInput(BaseModel):
     """The previous summary's facts, the messages to fold in, and how many facts may be kept."""
     previous: list[str] = Field(default_factory=list)
-    messages: list[SourceMessage]
+    messages: list[Message]
     max_facts: int = MAX_FACTS
 
 
@@ -96,7 +86,7 @@ class Summary(BaseModel):
         return "\n".join(f"- {f}" for f in self.facts)
 
 
-def source(messages: Sequence[Message]) -> list[SourceMessage]:
+def source(messages: Sequence[Message]) -> list[Message]:
     """Messages as the task sees them: role + text (tool calls spelled out, very long text cut)."""
     out = []
     for m in messages:
@@ -107,7 +97,7 @@ def source(messages: Sequence[Message]) -> list[SourceMessage]:
             fn = call.get("function", {}) if isinstance(call, dict) else {}
             text += f" [calls {fn.get('name', '?')}({fn.get('arguments', '')})]"
         if text.strip():
-            out.append(SourceMessage(role=m.role, content=text.strip()))
+            out.append(Message(role=m.role, content=text.strip()))
     return out
 
 
@@ -132,9 +122,7 @@ def summarize_messages(messages: Sequence[Message], llm: ChatModel, previous: Se
 
 _WORD = re.compile(r"[^\W_]+(?:[.,:'’][^\W_]+)*", re.UNICODE)
 _ROLE_WORDS = {"user", "user's", "assistant", "assistant's", "i"}
-TRACE_THRESHOLD = 0.45
-"""Minimum cosine similarity between a fact and its closest source (calibrated on the dev split
-of data/conversations/planted.jsonl; see benchmarks/short_term.py --check)."""
+TRACE_THRESHOLD = 0.45  # least cosine similarity of a fact to a source (see benchmarks/short_term.py --check)
 
 
 def anchors(text: str) -> set[str]:
@@ -169,26 +157,26 @@ def trace(facts: Sequence[str], sources: Sequence[str], embedder) -> list[Trace]
             for i, f in enumerate(facts)]
 
 
-def _cut(msgs: Sequence[Message], keep_last: int, max_batch: int = MAX_BATCH) -> int:
+def _cut(msgs: Sequence[Message], keep_last: int) -> int:
     """Where the kept tail starts: the first valid boundary keeping at most ``keep_last`` messages (else the
-    last one before it), moved back to at most ``max_batch`` messages in when a valid boundary allows."""
+    last one before it), moved back to at most MAX_BATCH messages in when a valid boundary allows."""
     cuts = [c for c in valid_cuts(msgs) if c > 0]
     later = [c for c in cuts if c >= len(msgs) - keep_last]
     cut = later[0] if later else (cuts[-1] if cuts else 0)
-    if cut > max_batch:
-        within = [c for c in cuts if c <= max_batch]
+    if cut > MAX_BATCH:
+        within = [c for c in cuts if c <= MAX_BATCH]
         cut = within[-1] if within else cuts[0]
     return cut
 
 
 def summarize_if_needed(history: ChatHistory, llm: ChatModel, policy: SummaryPolicy | None = None, *,
-                        embedder=None, attempts: int = 3) -> bool:
+                        embedder=None) -> bool:
     """Fold the older messages of ``history`` into its summary if ``policy`` says so; True if written.
     The model runs outside any transaction; a conflicting write means re-read and retry, a failed task skips."""
     policy = policy or ByCount()
-    for _ in range(attempts):
+    for _ in range(3):
         view = history.view()
-        if not policy.triggered(history.prompt_from(view), readable(view.messages)):
+        if not policy.triggered(history.prompt_messages(view=view), readable(view.messages)):
             return False
         cut = _cut(view.messages, policy.keep_last)
         if cut <= 0:

@@ -1,13 +1,10 @@
 """Working memory: a small scratchpad the agent keeps in its prompt on every turn and edits itself.
 
-Formats: a Markdown **template**, a **schema** (a pydantic model or JSON schema; partial updates are
-merged) or free **text**; one per thread or one per user. Every write is a validated, size-limited
-optimistic transaction that keeps the old version in a capped history, so a bad edit can be undone
-and concurrent edits are never lost.
+A Markdown **template**, a pydantic **schema** (partial updates merged) or free **text**, per thread or per user.
+Every write is a validated, size-limited WATCH/MULTI/EXEC that keeps the old version in a capped history.
 """
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import time
@@ -21,7 +18,7 @@ from ..errors import SchemaMismatchError, ValidationError
 from ..keys import check_id, check_namespace, user_key
 from ..llm.task import TaskFailed, run_task
 from ..llm.tools import Tool
-from ..messages import Message, as_messages, count_tokens
+from ..messages import Message, as_messages
 from .working_tools import UPDATE_BY_FORMAT, Observation, task_input
 
 log = logging.getLogger(__name__)
@@ -41,38 +38,9 @@ PROFILE_TEMPLATE = """# Profile
 @dataclass
 class Version:
     """One past version of a working memory (newest first in :meth:`WorkingMemory.history`)."""
-
     content: Any
     saved_at: float
     replaced_by: str  # the write that replaced this version: update, tool, observe, clear
-
-
-def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
-    """Follow ``$ref`` and unwrap ``anyOf: [X, null]`` (what pydantic emits for Optional fields)."""
-    for _ in range(10):
-        if "$ref" in node:
-            target: Any = root
-            for part in node["$ref"].lstrip("#/").split("/"):
-                target = target[part]
-            node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-        elif "anyOf" in node and "type" not in node:
-            options = [o for o in node["anyOf"] if o.get("type") != "null"]
-            if len(options) != 1:
-                return node
-            node = {**options[0], **{k: v for k, v in node.items() if k != "anyOf"}}
-        else:
-            return node
-    return node
-
-
-def _partial_schema(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
-    """The schema with ``required`` dropped at every level: what a partial update may contain."""
-    node = _resolve(copy.deepcopy(node), root)
-    for key in ("required", "$defs", "title"):
-        node.pop(key, None)
-    if "properties" in node:
-        node["properties"] = {k: _partial_schema(v, root) for k, v in node["properties"].items()}
-    return node
 
 
 def _merge(current: Any, update: Any) -> Any:
@@ -92,35 +60,24 @@ def _headings(markdown: str) -> list[str]:
 
 class WorkingMemory:
     """A bounded, validated scratchpad per conversation (or per user), with edit history and undo."""
-
     def __init__(self, redis_client: redis.Redis, namespace: str = "memorykit", *,
                  template: str | None = None, schema: Any = None, scope: str = "conversation",
-                 max_chars: int | None = 2000, max_tokens: int | None = None,
-                 history: int = 10, ttl: int | None = None):
+                 max_chars: int | None = 2000, history: int = 10, ttl: int | None = None):
         if template is not None and schema is not None:
             raise ValidationError("give either a template or a schema, not both")
         if scope not in SCOPES:
             raise ValidationError(f"scope must be one of {SCOPES}, got {scope!r}")
         if template is not None and (not isinstance(template, str) or not template.strip()):
             raise ValidationError("a template must be non-empty Markdown text")
-        if history < 0 or (max_chars is not None and max_chars <= 0) or (max_tokens is not None and max_tokens <= 0):
-            raise ValidationError("history must be >= 0 and size limits > 0 (or None)")
+        if history < 0 or (max_chars is not None and max_chars <= 0):
+            raise ValidationError("history must be >= 0 and max_chars > 0 (or None)")
         if ttl is not None and ttl <= 0:
             raise ValidationError("ttl must be a positive number of seconds (or None)")
+        if schema is not None and not hasattr(schema, "model_json_schema"):
+            raise ValidationError("schema must be a pydantic model class")
         self.redis, self.namespace, self.scope, self.ttl = redis_client, check_namespace(namespace), scope, ttl
-        self.template, self.schema, self.history_size = template, schema, history
-        self.max_chars, self.max_tokens = max_chars, max_tokens
+        self.template, self.schema, self.history_size, self.max_chars = template, schema, history, max_chars
         self.format = "schema" if schema is not None else "template" if template is not None else "text"
-        self._model = self._json_schema = self._validator = None
-        if isinstance(schema, dict):
-            import jsonschema
-
-            jsonschema.Draft202012Validator.check_schema(schema)
-            self._json_schema, self._validator = schema, jsonschema.Draft202012Validator(schema)
-        elif schema is not None:
-            if not hasattr(schema, "model_json_schema"):
-                raise ValidationError("schema must be a pydantic model class or a JSON-schema dict")
-            self._model, self._json_schema = schema, schema.model_json_schema()
 
     def __repr__(self) -> str:
         return (f"WorkingMemory({self.format}, scope={self.scope}, limit={self.limit_text()}, "
@@ -152,13 +109,11 @@ class WorkingMemory:
         return json.dumps(content, ensure_ascii=False) if self.format == "schema" else content
 
     def _coerce(self, content: Any) -> Any:
-        """Accept what a caller or a model may pass: text, a dict, a JSON string, a pydantic object."""
+        """Accept what a caller or a model may pass: text, a dict or a JSON string."""
         if self.format != "schema":
             if not isinstance(content, str):
                 raise ValidationError(f"{self.format} working memory takes text, got {type(content).__name__}")
             return content.replace("\r\n", "\n").strip() + "\n" if content.strip() else ""
-        if hasattr(content, "model_dump"):
-            return content.model_dump(mode="json", exclude_unset=True)
         if isinstance(content, str):
             try:
                 content = json.loads(content)
@@ -174,14 +129,11 @@ class WorkingMemory:
         """Return the content in its stored form, or raise ValidationError naming the field (or the
         size limit) and the fix."""
         problems = []
-        if self._model is not None:
+        if self.schema is not None:
             try:
-                content = self._model.model_validate(content).model_dump(mode="json")
+                content = self.schema.model_validate(content).model_dump(mode="json")
             except PydanticError as exc:
                 problems = [f"field '{_error_path(e['loc'])}': {e['msg']}" for e in exc.errors()]
-        elif self._validator is not None:
-            errors = sorted(self._validator.iter_errors(content), key=lambda e: list(e.absolute_path))
-            problems = [f"field '{_error_path(e.absolute_path)}': {e.message}" for e in errors]
         elif self.format == "template" and content:
             missing = [h for h in _headings(self.template) if h not in _headings(content)]
             if missing:
@@ -189,17 +141,15 @@ class WorkingMemory:
                             "Rewrite it with every section of the template."]
         if problems:
             raise ValidationError(f"working memory rejected: {'; '.join(problems)}")
-        limit = self.max_tokens or self.max_chars
-        if limit is not None and self.size(content) > limit:
+        if self.max_chars is not None and self.size(content) > self.max_chars:
             raise ValidationError(
                 f"working memory is limited to {self.limit_text()} and this update makes it {self.size(content)}: "
                 "condense it (merge duplicate points, drop stale or minor details, shorten wording) and write it again")
         return content
 
     def size(self, content: Any) -> int:
-        """Characters (or tokens, when the limit is in tokens) the stored content takes."""
-        text = self._encode(content) if content is not None else ""
-        return count_tokens(text) if self.max_tokens else len(text)
+        """Characters the stored content takes."""
+        return len(self._encode(content)) if content is not None else 0
 
     def get(self, user_id: str, thread_id: str | None = None) -> Any:
         """The current content (Markdown/text, or a dict in schema mode); None when nothing is stored."""
@@ -238,11 +188,10 @@ class WorkingMemory:
 
         return self.redis.transaction(attempt, k, value_from_callable=True)
 
-    def update(self, content: Any, user_id: str, thread_id: str | None = None, *,
-               merge: bool = True, source: str = "update") -> Any:
-        """Write new content (schema mode: merged unless ``merge=False``); ValidationError writes nothing."""
+    def update(self, content: Any, user_id: str, thread_id: str | None = None, *, source: str = "update") -> Any:
+        """Write new content (schema mode: merged into the current value); ValidationError writes nothing."""
         content = self._coerce(content)
-        if self.format == "schema" and merge:
+        if self.format == "schema":
             return self._commit(user_id, thread_id, lambda old: _merge(old or {}, content), source)
         return self._commit(user_id, thread_id, lambda old: content, source)
 
@@ -286,12 +235,10 @@ class WorkingMemory:
         return "It is free-form text: short notes, one per line."
 
     def partial_schema(self) -> dict[str, Any]:
-        """The JSON schema with ``required`` dropped everywhere: what a partial update may hold."""
-        return _partial_schema(self._json_schema, self._json_schema)
+        """The model's JSON schema without its top-level ``required``: what a partial update may hold."""
+        return {k: v for k, v in self.schema.model_json_schema().items() if k not in ("required", "title")}
 
     def limit_text(self) -> str:
-        if self.max_tokens:
-            return f"{self.max_tokens} tokens"
         return f"{self.max_chars} characters" if self.max_chars else "no limit"
 
     def prompt_block(self, user_id: str, thread_id: str | None = None) -> str:
@@ -310,7 +257,8 @@ class WorkingMemory:
         return f"{base.rstrip()}\n\n{self.prompt_block(user_id, thread_id)}"
 
     def tools(self, user_id: str, thread_id: str | None = None) -> list[Tool]:
-        """get / update / clear tools bound to one user (and thread); errors come back as tool results."""
+        """update / clear tools bound to one user (and thread); errors come back as tool results. No read
+        tool: the content is in the system prompt every turn (``prompt_block``)."""
         self.key(user_id, thread_id)  # validates ids and scope now, not at the first call
         if self.format == "schema":
             content = {**self.partial_schema(),
@@ -321,10 +269,6 @@ class WorkingMemory:
             content = {"type": "string", "description": "the complete new working memory" + keep}
             how = " with new content."
 
-        def get_working_memory():
-            return {"format": self.format, "scope": self.scope, "limit": self.limit_text(),
-                    "content": self.current(user_id, thread_id)}
-
         def update_working_memory(content):
             new = self.update(content, user_id, thread_id, source="tool")
             return {"ok": True, "size": self.size(new), "limit": self.limit_text(), "content": new}
@@ -332,15 +276,12 @@ class WorkingMemory:
         def clear_working_memory():
             return {"ok": True, "cleared": self.clear(user_id, thread_id, source="tool")}
 
-        no_args = {"type": "object", "properties": {}}
         update_args = {"type": "object", "properties": {"content": content}, "required": ["content"]}
         return [
-            Tool("get_working_memory", f"Read the current working memory (the scratchpad for this {self.scope}).",
-                 no_args, get_working_memory),
             Tool("update_working_memory", f"Replace the working memory{how} Limit: {self.limit_text()}; "
                  "condense when over it.", update_args, update_working_memory),
             Tool("clear_working_memory", "Empty the working memory (it can be restored by undo).",
-                 no_args, clear_working_memory),
+                 {"type": "object", "properties": {}}, clear_working_memory),
         ]
 
     def observe(self, message: Message | str | Sequence[Message | str], llm, user_id: str,

@@ -14,7 +14,6 @@ from ..llm.task import Task, Text
 
 class WorkingInput(BaseModel):
     """What the model sees: the format, the current content, the user's new message(s)."""
-
     format: Literal["template", "schema", "text"]
     description: str = Field(description="how the working memory is shaped")
     template: str | None = Field(None, description="the Markdown template (template format)")
@@ -27,7 +26,6 @@ class WorkingInput(BaseModel):
 
 class WorkingUpdate(BaseModel):
     """The model's answer: whether anything changes, the new content, and why."""
-
     changed: bool
     content: str | dict[str, Any] | None = Field(
         None, description="template / text: the complete new text; schema: only the fields that change")
@@ -42,13 +40,11 @@ class WorkingUpdate(BaseModel):
 
 class TextUpdate(WorkingUpdate):
     """Template and text formats: the content is the complete new text."""
-
     content: str | None = Field(None, description="the complete new text, every template section kept")
 
 
 class FieldsUpdate(WorkingUpdate):
     """Schema format: the content holds only the fields that change."""
-
     content: dict[str, Any] | None = Field(None, description="only the fields that change, lists in full")
 
 
@@ -83,7 +79,6 @@ UPDATE_BY_FORMAT = {"schema": replace(UPDATE_WORKING_MEMORY, output=FieldsUpdate
 @dataclass
 class Observation:
     """What :meth:`WorkingMemory.observe` did: ``changed``, the content now stored, and the error or reason."""
-
     changed: bool
     content: Any = None
     error: str | None = None
