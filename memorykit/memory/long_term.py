@@ -83,7 +83,6 @@ def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
             owner_field("user_id"),
             {"name": "memory_type", "type": "tag"},
             {"name": "topics", "path": "$.topics[*]", "type": "tag"},
-            {"name": "speaker", "path": "$.metadata.speaker", "type": "tag"},  # who said it (retrieval cues)
             {"name": "content_hash", "type": "tag"},
             {"name": "created_at", "type": "numeric"},
             {"name": "last_accessed", "type": "numeric"},
