@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from redisvl.query import FilterQuery
 
@@ -22,17 +21,13 @@ _FIELDS = ["id", "$.user_id", "$.memory_type", "$.content", "$.created_at", "$.l
 class ForgettingPolicy:
     """What may be forgotten. Unset rules do nothing; a memory goes if any rule selects it.
 
-    ``budget`` keeps each user's ``budget`` most recent memories (by :class:`Recency`, so a
-    memory used yesterday outranks one merely created yesterday). ``superseded_days``
-    forgets old versions replaced by a newer fact more than that many days ago.
-    ``memory_types`` limits the policy to those types (None: all).
+    ``budget`` keeps each user's ``budget`` most recent current memories (by :class:`Recency`, so a
+    memory used yesterday outranks one merely created yesterday).
     """
 
     max_age_days: float | None = None
     max_inactive_days: float | None = None
     budget: int | None = None
-    superseded_days: float | None = None
-    memory_types: Sequence[str] | None = None
     recency: Recency = field(default_factory=Recency)
 
 
@@ -59,17 +54,14 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
         mid = row["id"].rsplit(":", 1)[-1]
         owner, mtype = row.get("$.user_id", ""), row.get("$.memory_type", "")
         pinned = str(row.get("$.metadata.pinned", "")).lower() in ("true", "1")
-        if pinned or (policy.memory_types and mtype not in policy.memory_types):
+        if pinned:
             continue
         created = as_float(row.get("$.created_at")) or now
         used = as_float(row.get("$.last_accessed")) or created
         invalid = as_float(row.get("$.invalid_at"))
         age, idle = (now - created) / DAY, (now - used) / DAY
         reason = None
-        if policy.superseded_days is not None and invalid is not None \
-                and (now - invalid) / DAY > policy.superseded_days:
-            reason = f"superseded {(now - invalid) / DAY:.0f} d ago > {policy.superseded_days:g} d"
-        elif policy.max_age_days is not None and age > policy.max_age_days:
+        if policy.max_age_days is not None and age > policy.max_age_days:
             reason = f"age {age:.0f} d > {policy.max_age_days:g} d"
         elif policy.max_inactive_days is not None and idle > policy.max_inactive_days:
             reason = f"not used for {idle:.0f} d > {policy.max_inactive_days:g} d"
@@ -89,11 +81,10 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
     return sorted(out.values(), key=lambda f: (f.user_id, f.reason, f.id))
 
 
-def forget(store, policy: ForgettingPolicy, *, user_id: str | None = None, now: float | None = None,
-           dry_run: bool = False) -> list[Forget]:
-    """Apply the policy (or, with ``dry_run``, only list): returns what was (or would be) deleted."""
+def forget(store, policy: ForgettingPolicy, *, user_id: str | None = None, now: float | None = None) -> list[Forget]:
+    """Apply the policy (:func:`plan` is its dry run): returns what was deleted."""
     doomed = plan(store, policy, user_id=user_id, now=now)
-    if not dry_run and doomed:
+    if doomed:
         delete_keys(store.redis, [store.key(f.id) for f in doomed])
     return doomed
 

@@ -292,10 +292,6 @@ class MemoryStore:
         return dedup.remember(self, content, user_id=user_id, memory_type=memory_type,
                               observed_at=observed_at, llm=llm, **kwargs)
 
-    def consolidate(self, user_id: str, **kwargs):
-        """Merge clusters of duplicates already stored for this user (see memory/dedup.py)."""
-        return dedup.consolidate(self, user_id, **kwargs)
-
     def forget_user(self, user_id: str) -> int:
         """Remove everything memorykit stored for this user in this namespace; returns keys deleted."""
         return forget_user(self.redis, self.namespace, user_id, embedder=self.embedder)
