@@ -20,7 +20,7 @@ from pydantic import BaseModel, field_validator, model_validator
 from redisvl.query import FilterQuery
 from redisvl.query.filter import FilterExpression, Tag
 
-from ..errors import MemoryKitError, ValidationError
+from ..errors import MemoryKitError
 from ..keys import key
 from ..llm.task import Task, TaskFailed, Text, is_placeholder, run_task
 from .index import content_hash, json_docs, nearest, owner_filter, owner_of, row_ids, validity
@@ -31,10 +31,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ACTIONS = ("ADD", "UPDATE", "INVALIDATE", "NOOP")
-TIERS = ("exact", "semantic", "decided")
-CANDIDATE_DISTANCE = 0.65           # loose: updates sit up to ~0.6 from what they replace
-NEAR_DUPLICATE_DISTANCE = 0.04      # with the surface check: no non-duplicate of data/dedup/train.jsonl
-SEMANTIC_DUPLICATE_DISTANCE = 0.19  # the semantic tier alone: best F1 on data/dedup/train.jsonl (notebook 05)
+TIERS = ("exact", "semantic", "decided")  # Decision.tier: which step settled the fact
+CANDIDATE_DISTANCE = 0.65       # loose: updates sit up to ~0.6 from what they replace
+NEAR_DUPLICATE_DISTANCE = 0.04  # with the surface check: no non-duplicate of data/dedup/train.jsonl
 MAX_RETRIES = 32
 EXACT_SCAN_LIMIT = 500  # up to this many current memories per user and type, distances are exact
 
@@ -213,13 +212,10 @@ def decide(new_fact: str, existing: Sequence[Memory | str], llm=None) -> MemoryD
 
 
 def remember(store: MemoryStore, content: str, user_id: str | None = None, memory_type: str = "episodic",
-             observed_at: float | None = None, llm=None, *, tiers: Sequence[str] = TIERS,
-             topics: Sequence[str] | None = None, metadata: dict | None = None,
-             source_thread: str | None = None, source_messages: Sequence[str] | None = None) -> Decision:
-    """hash -> vectors -> decision -> apply, atomically for this user and memory type. ``tiers`` picks
-    the steps: ``("exact",)``, ``("exact", "semantic")``, or by default all three (the decider too)."""
-    if set(tiers) - set(TIERS):
-        raise ValidationError(f"unknown tiers {sorted(set(tiers) - set(TIERS))}; choose from {TIERS}")
+             observed_at: float | None = None, llm=None, *, topics: Sequence[str] | None = None,
+             metadata: dict | None = None, source_thread: str | None = None,
+             source_messages: Sequence[str] | None = None) -> Decision:
+    """hash -> vectors -> decision -> apply, atomically for this user and memory type."""
     user = owner_of(user_id, memory_type)
     new = store._new(content, user, memory_type, topics=topics, metadata=dict(metadata or {}),
                      source_thread=source_thread, source_messages=list(source_messages or []),
@@ -234,7 +230,7 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
             raise MemoryKitError(f"remember() gave up after {MAX_RETRIES} conflicting writes for one user; "
                                  "retry later or write less concurrently")
         fresh = replace(new)  # each attempt starts from the fact as given
-        decision = _cascade(store, fresh, vector, tiers, llm)
+        decision = _cascade(store, fresh, vector, llm)
         calls[0] += decision.model_calls
         decision.model_calls = calls[0]
         if decision.action != "NOOP":
@@ -246,21 +242,14 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
     return store.redis.transaction(attempt, ledger, value_from_callable=True)
 
 
-def _cascade(store: MemoryStore, new: Memory, vector, tiers: Sequence[str], llm) -> Decision:
-    if "exact" in tiers:
-        same = find_exact(store, new.content, new.user_id, new.memory_type)
-        if same is not None:
-            return Decision("NOOP", same, same, "the same text is already stored", "exact", 0.0)
-    if "semantic" not in tiers and "decided" not in tiers:
-        return Decision("ADD", new, None, "no exact duplicate", "exact")
-    radius = CANDIDATE_DISTANCE if "decided" in tiers else SEMANTIC_DUPLICATE_DISTANCE
-    hits = find_similar(store, new.content, new.user_id, new.memory_type, distance_threshold=radius, vector=vector)
+def _cascade(store: MemoryStore, new: Memory, vector, llm) -> Decision:
+    same = find_exact(store, new.content, new.user_id, new.memory_type)
+    if same is not None:
+        return Decision("NOOP", same, same, "the same text is already stored", "exact", 0.0)
+    hits = find_similar(store, new.content, new.user_id, new.memory_type, vector=vector)
     if not hits:
-        return Decision("ADD", new, None, f"no memory within distance {radius}", "semantic")
+        return Decision("ADD", new, None, f"no memory within distance {CANDIDATE_DISTANCE}", "semantic")
     nearest = hits[0]
-    if "decided" not in tiers:
-        return Decision("NOOP", nearest.memory, nearest.memory, f"a memory within distance {radius}",
-                        "semantic", nearest.distance)
     if near_identical(new.content, nearest.memory.content, nearest.distance):
         return Decision("NOOP", nearest.memory, nearest.memory, "a near-identical memory", "semantic",
                         nearest.distance)

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Sequence
 
 import redis
 from redisvl.index import SearchIndex
+from redisvl.migration.utils import canonicalize_schema
 from redisvl.query import FilterQuery, VectorQuery, VectorRangeQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
 from redisvl.schema import IndexSchema
@@ -33,17 +34,10 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:32]
 
 
-_COMPARED_ATTRS = ("case_sensitive", "separator", "index_missing", "dims", "algorithm", "distance_metric", "datatype")
-
-
-def _signature(schema: IndexSchema) -> dict[str, Any]:
-    """What must match between the code's schema and the index in Redis (other attributes may vary)."""
-    spec = schema.to_dict()
-    out: dict[str, Any] = {"prefix": spec["index"]["prefix"], "storage": spec["index"]["storage_type"]}
-    for f in spec["fields"]:
-        attrs = {a: str(v).lower() for a, v in f.get("attrs", {}).items() if a in _COMPARED_ATTRS}
-        out[f"field {f['name']!r}"] = (f["type"], f.get("path"), attrs)
-    return out
+def _parts(schema: IndexSchema) -> dict[str, Any]:
+    """The index settings and each field, as RedisVL normalises them for comparison."""
+    spec = canonicalize_schema(schema.to_dict(), strip_excluded=True)
+    return {"index": spec["index"], **{f"field {f['name']!r}": f for f in spec["fields"]}}
 
 
 def ensure_index(client: redis.Redis, schema_dict: dict[str, Any]) -> SearchIndex:
@@ -58,7 +52,7 @@ def ensure_index(client: redis.Redis, schema_dict: dict[str, Any]) -> SearchInde
             if not index.exists():
                 raise
     name = schema_dict["index"]["name"]
-    want, have = _signature(wanted), _signature(SearchIndex.from_existing(name, redis_client=client).schema)
+    want, have = _parts(wanted), _parts(SearchIndex.from_existing(name, redis_client=client).schema)
     diffs = [f"{k}: index has {have.get(k)!r}, code expects {want.get(k)!r}"
              for k in sorted(want.keys() | have.keys()) if want.get(k) != have.get(k)]
     if diffs:
