@@ -7,7 +7,7 @@ when nothing usable is left, so the runner repairs once. A failed task yields no
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ValidationError, field_validator, model_validator
@@ -43,9 +43,6 @@ class CandidateMemory:
 
     type: str
     content: str
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
 
 
 def transcript(messages: Sequence[Message]) -> str:

@@ -218,15 +218,13 @@ class MemoryStore:
     def search(self, query: str, user_id: str | None = None,
                memory_types: Sequence[str] = ("episodic", "semantic"), k: int = 5,
                distance_threshold: float | None = None, *, topics: Sequence[str] | None = None,
-               filters: FilterExpression | None = None, as_of: float | None = None,
-               include_superseded: bool = False, touch: bool = True,
-               vector: Sequence[float] | None = None, mode: str = "vector",
-               recency=None) -> list[MemoryHit]:
+               filters: FilterExpression | None = None, as_of: float | None = None, touch: bool = True,
+               vector: Sequence[float] | None = None, mode: str = "vector", recency=None) -> list[MemoryHit]:
         """Nearest memories the user may see, closest first, with cosine distances (0 = same);
         ``mode="text" | "hybrid"`` and ``recency`` rank as in :mod:`.retrieval`."""
         if user_id is not None:
             check_id(user_id, "user_id")
-        expr = self._filter(user_id, memory_types, as_of, include_superseded, filters)
+        expr = self._filter(user_id, memory_types, as_of, False, filters)
         if topics:
             expr = expr & (Tag("topics") == [t.lower() for t in topics])
         vector = list(vector) if vector is not None else self.embedder.embed(query)
@@ -272,18 +270,15 @@ class MemoryStore:
         start = self.get(memory_id)
         if start is None:
             raise ValidationError(f"no memory with id {memory_id!r}")
-        seen = {start.id}
-        older = self._walk(start, "supersedes", seen)
-        return older[::-1] + [start] + self._walk(start, "superseded_by", seen)
-
-    def _walk(self, cur: Memory, link: str, seen: set[str]) -> list[Memory]:
-        chain = []
-        while getattr(cur, link) and getattr(cur, link) not in seen:
-            cur = self.get(getattr(cur, link))
-            if cur is None:
-                break
-            chain.append(cur)
-            seen.add(cur.id)
+        chain, seen = [start], {start.id}
+        for link in ("supersedes", "superseded_by"):
+            cur = start
+            while getattr(cur, link) and getattr(cur, link) not in seen:
+                cur = self.get(getattr(cur, link))
+                if cur is None:
+                    break
+                seen.add(cur.id)
+                chain.insert(0 if link == "supersedes" else len(chain), cur)
         return chain
 
     def remember(self, content: str, user_id: str | None = None, memory_type: str = "episodic", *,

@@ -43,12 +43,10 @@ class Recency:
     weight: float = 0.2
     now: float | None = None
 
-    def score(self, created_at: float | None, last_accessed: float | None = None,
-              now: float | None = None) -> float:
-        """Recency in [0, 1] (1 = created and used just now)."""
+    def score(self, created_at: float | None, last_accessed: float | None, now: float) -> float:
+        """Recency in [0, 1] at ``now`` (1 = created and used just now)."""
         if created_at is None:
             return 0.0
-        now = now if now is not None else (self.now if self.now is not None else time.time())
         used = last_accessed if last_accessed is not None else created_at
         novelty = 0.5 ** (max(now - created_at, 0.0) / DAY / max(self.half_life_created_days, 1e-3))
         freshness = 0.5 ** (max(now - used, 0.0) / DAY / max(self.half_life_last_access_days, 1e-3))
@@ -148,30 +146,17 @@ def rank(index, query: str, vector: Sequence[float] | None, expr, *, k: int = 5,
     return sorted(found.values(), key=lambda c: (-c.score, c.id))[:k]
 
 
-def _distances(store, candidates: list[Candidate], vector: Sequence[float] | None) -> None:
-    """Cosine distance for candidates that only the text query found (read their embeddings)."""
-    missing = [c for c in candidates if c.distance is None]
-    if not missing or vector is None:
-        return
-    q = np.asarray(vector, dtype=float)
-    for c, got in zip(missing, json_docs(store.redis, [c.id for c in missing], "$.embedding")):
-        if got:
-            e = np.asarray(got[0], dtype=float)
-            c.distance = float(1.0 - q @ e / ((np.linalg.norm(q) or 1.0) * (np.linalg.norm(e) or 1.0)))
-
-
-def search(store, query: str, vector: Sequence[float] | None, expr, *, user_id, memory_types,
-           k: int = 5, mode: str = "hybrid", recency: Recency | bool | None = None) -> list:
+def search(store, query: str, vector: Sequence[float], expr, *, user_id, memory_types, k: int = 5,
+           mode: str = "hybrid", recency: Recency | bool | None = None) -> list:
     """MemoryStore.search for ``mode="text" | "hybrid"`` or with ``recency``: MemoryHits whose
     ``distance``, ``text_score``, ``recency``, ``score`` and ``rank`` explain the order."""
-    if recency is True:
-        recency = Recency()
-    candidates = rank(store.index, query, vector, expr, k=k, mode=mode, recency=recency or None)
-    _distances(store, candidates, vector)
-    rows = [{"id": c.id, "vector_distance": c.distance if c.distance is not None else float("nan")}
-            for c in candidates]
-    by_id = {c.id.rsplit(":", 1)[-1]: c for c in candidates}
-    hits = store._hits(rows, user_id, memory_types)
+    recency = Recency() if recency is True else recency or None
+    found = rank(store.index, query, vector, expr, k=k, mode=mode, recency=recency)
+    missing = [c for c in found if c.distance is None]  # found by the text query only: read their (unit) vectors
+    for c, got in zip(missing, json_docs(store.redis, [c.id for c in missing], "$.embedding")):
+        c.distance = float(1.0 - np.dot(vector, got[0])) if got else float("nan")
+    by_id = {c.id.rsplit(":", 1)[-1]: c for c in found}
+    hits = store._hits([{"id": c.id, "vector_distance": c.distance} for c in found], user_id, memory_types)
     for position, hit in enumerate(hits, 1):
         c = by_id[hit.memory.id]
         hit.text_score, hit.recency, hit.score, hit.rank = c.text_score, c.recency, c.score, position
