@@ -13,8 +13,7 @@ from redisvl.query import FilterQuery
 from .index import SYSTEM_USER, delete_keys, owner_filter
 from .retrieval import DAY, Recency, as_float
 
-_FIELDS = ["id", "$.user_id", "$.memory_type", "$.content", "$.created_at", "$.last_accessed",
-           "$.invalid_at", "$.metadata.pinned"]
+_FIELDS = ["id", "$.user_id", "$.content", "$.created_at", "$.last_accessed", "$.invalid_at", "$.metadata.pinned"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,6 @@ class Forget:
 
     id: str
     user_id: str
-    memory_type: str
     content: str
     reason: str
 
@@ -52,9 +50,8 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
     kept: dict[str, list[tuple[float, str, dict]]] = defaultdict(list)
     for row in (row for page in store.index.paginate(everyone, page_size=1000) for row in page):
         mid = row["id"].rsplit(":", 1)[-1]
-        owner, mtype = row.get("$.user_id", ""), row.get("$.memory_type", "")
-        pinned = str(row.get("$.metadata.pinned", "")).lower() in ("true", "1")
-        if pinned:
+        owner = row.get("$.user_id", "")
+        if str(row.get("$.metadata.pinned", "")).lower() in ("true", "1"):
             continue
         created = as_float(row.get("$.created_at")) or now
         used = as_float(row.get("$.last_accessed")) or created
@@ -65,7 +62,7 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
             reason = f"age {age:.0f} d > {policy.max_age_days:g} d"
         elif policy.max_inactive_days is not None and idle > policy.max_inactive_days:
             reason = f"not used for {idle:.0f} d > {policy.max_inactive_days:g} d"
-        info = dict(id=mid, user_id=owner, memory_type=mtype, content=row.get("$.content", ""))
+        info = dict(id=mid, user_id=owner, content=row.get("$.content", ""))
         if reason:
             out[mid] = Forget(reason=reason, **info)
         elif invalid is None:

@@ -184,19 +184,13 @@ def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None
     texts: list[str] = []
     names = [n.decode() if isinstance(n, bytes) else n for n in client.execute_command("FT._LIST")]
     for index in (SearchIndex.from_existing(n, redis_client=client) for n in names if n.startswith(f"{namespace}_")):
-        if "user_id" not in index.schema.fields:
-            continue
-        # owner fields read from a *_tag path hold the encoded id (owner_field); others the raw id
-        path = getattr(index.schema.fields["user_id"], "path", None) or ""
-        value = owner_tag(user_id) if path.endswith("_tag") else user_id
-        fields = ["id", "user_id"] + [f for f in ("content", "text") if f in index.schema.fields]
-        q = FilterQuery(filter_expression=Tag("user_id") == value, return_fields=fields, num_results=1000)
-        for page in index.paginate(q, page_size=500):
-            for row in page:
-                if row.get("user_id") != value:  # a case-folding tag index matched "Bob" for "bob"
-                    continue
-                doomed.add(row["id"])
-                texts.extend(row[f] for f in fields[2:] if row.get(f))
+        if getattr(index.schema.fields.get("user_id"), "path", None) != owner_field()["path"]:
+            continue  # not an index of memorykit's: its owners are not encoded case-sensitive tags
+        fields = ["id"] + [f for f in ("content", "text") if f in index.schema.fields]
+        q = FilterQuery(filter_expression=owner_filter(user_id), return_fields=fields, num_results=1000)
+        for row in (row for page in index.paginate(q, page_size=500) for row in page):
+            doomed.add(row["id"])
+            texts.extend(row[f] for f in fields[1:] if row.get(f))
     user = encode(user_id)
     for structure in USER_KEY_STRUCTURES:
         for owner in (user, "{" + user + "}"):  # plain, or as a cluster hash tag (keys.user_key)
