@@ -1,8 +1,7 @@
 """Extraction: turn a conversation into candidate long-term memories (the ``extract_memories`` task).
 
-:class:`ExtractedMemories` accepts the shapes real models return (a bare list, one object,
-code fences, prose around the JSON), drops unusable items with a warning and fails only
-when nothing usable is left, so the runner repairs once. A failed task yields no memories.
+:class:`ExtractedMemories` also takes a bare list or one object and drops unusable items (logged); it fails
+only when nothing usable is left, so the runner repairs once. A failed task yields no memories.
 """
 from __future__ import annotations
 

@@ -18,11 +18,8 @@ _FIELDS = ["id", "$.user_id", "$.content", "$.created_at", "$.last_accessed", "$
 
 @dataclass(frozen=True)
 class ForgettingPolicy:
-    """What may be forgotten. Unset rules do nothing; a memory goes if any rule selects it.
-
-    ``budget`` keeps each user's ``budget`` most recent current memories (by :class:`Recency`, so a
-    memory used yesterday outranks one merely created yesterday).
-    """
+    """What may be forgotten (unset rules do nothing). ``budget`` keeps each user's most recent current
+    memories by :class:`Recency`, so a memory used yesterday outranks one merely created yesterday."""
 
     max_age_days: float | None = None
     max_inactive_days: float | None = None

@@ -104,11 +104,8 @@ _TAG_SAFE = str.maketrans({"_": "%5F", ".": "%2E", "-": "%2D", "~": "%7E"})
 
 
 def owner_tag(user_id: str) -> str:
-    """The indexed form of an id: percent-encoded down to letters, digits and ``%``.
-
-    No id can then look like another to a TAG field (which splits on commas, trims spaces
-    and, unless case-sensitive, folds case), nor break the query syntax (a lone ``_`` does).
-    """
+    """The indexed form of an id, percent-encoded down to letters, digits and ``%``: no id looks like another
+    to a TAG field (which splits on commas, trims spaces, folds case) or breaks the query syntax."""
     return encode(user_id).translate(_TAG_SAFE)
 
 
@@ -129,13 +126,11 @@ def owner_filter(user_id: str | Sequence[str], field: str = "user_id") -> Filter
 def memory_type_list(memory_types: str | Sequence[str] | None) -> list[str]:
     """Normalize ``"episodic"`` / ``["EPISODIC", "semantic"]`` / None (all readable types)."""
     if memory_types is None:
-        return ["episodic", "semantic"]
-    if isinstance(memory_types, str):
-        memory_types = [memory_types]
-    out = [str(t).strip().lower() for t in memory_types]
-    unknown = [t for t in out if t not in MEMORY_TYPES]
-    if unknown or not out:
-        raise ValidationError(f"memory_types must be among {MEMORY_TYPES}, got {list(memory_types)}")
+        memory_types = ["episodic", "semantic"]
+    types = [memory_types] if isinstance(memory_types, str) else list(memory_types)
+    out = [str(t).strip().lower() for t in types]
+    if not out or any(t not in MEMORY_TYPES for t in out):
+        raise ValidationError(f"memory_types must be among {MEMORY_TYPES}, got {types}")
     return out
 
 

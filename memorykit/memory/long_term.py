@@ -110,22 +110,20 @@ class MemoryStore:
     def key(self, memory_id: str) -> str:
         return key(self.namespace, "memory", memory_id)
 
-    def _new(self, content: str, user_id: str | None, memory_type: str, **extra) -> Memory:
+    def _new(self, content: str, user_id: str | None, memory_type: str, *, topics: Sequence[str] | None = None,
+             observed_at: float | None = None, **extra) -> Memory:
         if memory_type not in MEMORY_TYPES:
             raise ValidationError(f"memory_type must be one of {MEMORY_TYPES}, got {memory_type!r}")
         if not isinstance(content, str) or not content.strip():
             raise ValidationError("a memory needs non-empty content")
         if len(content) > MAX_MEMORY_CHARS:
-            raise ValidationError(
-                f"a memory is limited to {MAX_MEMORY_CHARS} characters (got {len(content)}): "
-                "store a short statement, not a document")
+            raise ValidationError(f"a memory is limited to {MAX_MEMORY_CHARS} characters (got {len(content)}): "
+                                  "store a short statement, not a document")
         user_id, now = owner_of(user_id, memory_type), time.time()
-        observed_at = extra.pop("observed_at", None)
-        topics = [t.strip().lower() for t in (extra.pop("topics", None) or []) if t and t.strip()]
-        return Memory(content=content.strip(), user_id=user_id, memory_type=memory_type,
-                      content_hash=content_hash(content), topics=topics, created_at=now,
-                      updated_at=now, valid_from=observed_at if observed_at is not None else now,
-                      **extra)
+        topics = [t.strip().lower() for t in topics or [] if t and t.strip()]
+        return Memory(content=content.strip(), user_id=user_id, memory_type=memory_type, topics=topics,
+                      content_hash=content_hash(content), created_at=now, updated_at=now,
+                      valid_from=now if observed_at is None else observed_at, **extra)
 
     def _doc(self, memory: Memory, vector: list[float]) -> dict[str, Any]:
         doc = {k: v for k, v in asdict(memory).items() if v is not None}  # missing invalid_at == current

@@ -32,9 +32,8 @@ DEPTH = 50  # candidates fetched per list
 
 @dataclass(frozen=True)
 class Recency:
-    """Recency boost: ``novelty`` halves every ``half_life_created_days`` since ``created_at``,
-    ``freshness`` every ``half_life_last_access_days`` since ``last_accessed`` (or creation);
-    ``weight`` is the recency share of the final score. ``now`` defaults to the clock."""
+    """Recency: ``novelty`` halves every ``half_life_created_days``, ``freshness`` every
+    ``half_life_last_access_days`` since last use; ``weight`` is its share of the score (``now``: the clock)."""
 
     half_life_created_days: float = 30.0
     half_life_last_access_days: float = 7.0
@@ -85,13 +84,8 @@ def as_float(value: Any) -> float | None:
 
 
 def scoped_terms(index, terms: Sequence[str], expr, max_share: float) -> list[str]:
-    """Drop terms found in more than ``max_share`` of the memories in scope (and in more than
-    ``MIN_COMMON``: in a handful of memories no word is common).
-
-    BM25's IDF is global to the index, so a word rare across all users but common in this user's
-    memories (their own name, a pet they mention daily) would dominate the text ranking while
-    telling nothing apart. One pipelined count per term measures its frequency inside the scope.
-    """
+    """Drop terms found in more than ``max_share`` (and ``MIN_COMMON``) of the memories in scope: BM25's IDF
+    is global to the index, so a word common in this user's memories (their own name) would dominate."""
     if not terms or max_share >= 1:
         return list(terms)
     with_term = [expr & (Text("content") % re.sub(r"(\W)", r"\\\1", t)) for t in terms]
