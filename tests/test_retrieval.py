@@ -103,7 +103,7 @@ def test_scoped_terms_drop_words_common_in_this_users_memories(store):
     for i in range(8):
         add(store, f"Ana: entry {i} about something else entirely, number {i}")
     add(store, "Ana: the plumber fixed the boiler")
-    expr = store._filter("ana", ("episodic",), None, False, None)
+    expr = store._filter("ana", ("episodic",))
     assert rt.scoped_terms(store.index, ["ana", "boiler"], expr, 0.2) == ["boiler"]
     assert rt.scoped_terms(store.index, ["ana", "boiler"], expr, 1.0) == ["ana", "boiler"]
     store.delete(store.list("ana")[0].id)

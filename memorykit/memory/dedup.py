@@ -1,10 +1,9 @@
 """Deduplication: is a new fact new, a duplicate, or an update?
 
-:func:`remember` asks a model only when it must: **exact** (same content hash: NOOP) -> **semantic**
-(nothing near: ADD; near-identical with the same numbers, names and negations: NOOP) -> **decided**
-(the ``decide_memory`` task answers ADD | UPDATE | INVALIDATE | NOOP). Nothing is overwritten: an
-update closes the old memory and links both ways, so ``search(as_of=t)`` and ``history`` tell what
-was true when. Writes are optimistic transactions per user and type (WATCH the ledger, MULTI/EXEC).
+:func:`remember` asks a model only when it must: **exact** (same content hash: NOOP) -> **semantic** (nothing
+near: ADD; near-identical with the same numbers, names and negations: NOOP) -> **decided** (the ``decide_memory``
+task: ADD | UPDATE | INVALIDATE | NOOP). An update closes the old memory and links both ways (``as_of``,
+``history``). Writes are optimistic transactions per user and type (WATCH the ledger, MULTI/EXEC).
 """
 from __future__ import annotations
 
@@ -48,7 +47,6 @@ class Decision:
     target: Memory | None = None
     reason: str = ""
     tier: str = "decided"
-    distance: float | None = None
     model_calls: int = 0
 
     def __repr__(self) -> str:
@@ -245,23 +243,22 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
 def _cascade(store: MemoryStore, new: Memory, vector, llm) -> Decision:
     same = find_exact(store, new.content, new.user_id, new.memory_type)
     if same is not None:
-        return Decision("NOOP", same, same, "the same text is already stored", "exact", 0.0)
+        return Decision("NOOP", same, same, "the same text is already stored", "exact")
     hits = find_similar(store, new.content, new.user_id, new.memory_type, vector=vector)
     if not hits:
         return Decision("ADD", new, None, f"no memory within distance {CANDIDATE_DISTANCE}", "semantic")
     nearest = hits[0]
     if near_identical(new.content, nearest.memory.content, nearest.distance):
-        return Decision("NOOP", nearest.memory, nearest.memory, "a near-identical memory", "semantic",
-                        nearest.distance)
+        return Decision("NOOP", nearest.memory, nearest.memory, "a near-identical memory", "semantic")
     out = decide(new.content, [h.memory for h in hits], llm)
     if out.action == "ADD":
-        return Decision("ADD", new, None, out.reason, "decided", model_calls=1)
+        return Decision("ADD", new, None, out.reason, "decided", 1)
     target = hits[out.target]
     if out.action == "NOOP":
-        return Decision("NOOP", target.memory, target.memory, out.reason, "decided", target.distance, 1)
+        return Decision("NOOP", target.memory, target.memory, out.reason, "decided", 1)
     if out.content:  # the model reworded the fact it wants stored
         new.content, new.content_hash = out.content, content_hash(out.content)
-    return Decision(out.action, new, target.memory, out.reason, "decided", target.distance, 1)
+    return Decision(out.action, new, target.memory, out.reason, "decided", 1)
 
 
 def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, stamp_now: bool = True) -> None:

@@ -1,8 +1,7 @@
 """Long-term memory: episodic and semantic memories as JSON documents in a RedisVL index.
 
-Episodic memories belong to one user; semantic ones (general facts) to the ``system`` user
-unless a user id is given, and everyone can read those. A changed fact never overwrites the
-old one (see :mod:`.dedup`): searches return current memories unless asked ``as_of`` a past time.
+Episodic memories belong to one user; semantic ones to the ``system`` user unless a user id is given (all
+read those). A changed fact never overwrites the old one (:mod:`.dedup`): searches return current ones.
 """
 from __future__ import annotations
 
@@ -205,13 +204,9 @@ class MemoryStore:
                 m.last_accessed = now
         return len(stale)
 
-    def _filter(self, user_id, memory_types, as_of, include_superseded, filters):
+    def _filter(self, user_id, memory_types, as_of=None, include_superseded=False) -> FilterExpression:
         expr = user_scope(user_id, memory_types)
-        if not include_superseded:
-            expr = expr & validity(as_of)
-        if filters is not None:
-            expr = expr & filters
-        return expr
+        return expr if include_superseded else expr & validity(as_of)
 
     def search(self, query: str, user_id: str | None = None,
                memory_types: Sequence[str] = ("episodic", "semantic"), k: int = 5,
@@ -222,9 +217,11 @@ class MemoryStore:
         ``mode="text" | "hybrid"`` and ``recency`` rank as in :mod:`.retrieval`."""
         if user_id is not None:
             check_id(user_id, "user_id")
-        expr = self._filter(user_id, memory_types, as_of, False, filters)
+        expr = self._filter(user_id, memory_types, as_of)
         if topics:
             expr = expr & (Tag("topics") == [t.lower() for t in topics])
+        if filters is not None:
+            expr = expr & filters
         vector = list(vector) if vector is not None else self.embedder.embed(query)
         threshold = distance_threshold if distance_threshold is not None else self.distance_threshold
         if mode != "vector" or recency:
@@ -250,18 +247,15 @@ class MemoryStore:
         return hits
 
     def list(self, user_id: str | None = None, memory_types: Sequence[str] = ("episodic", "semantic"),
-             *, include_superseded: bool = False, as_of: float | None = None,
-             limit: int = 1000) -> list[Memory]:
+             *, include_superseded: bool = False, limit: int = 1000) -> list[Memory]:
         """Memories a user may see (newest first), without a query."""
-        expr = self._filter(user_id, memory_types, as_of, include_superseded, None)
+        expr = self._filter(user_id, memory_types, include_superseded=include_superseded)
         q = FilterQuery(filter_expression=expr, return_fields=["id"], num_results=limit)
         q.sort_by("created_at", asc=False)
         return [m for m in self.get_many(row_ids(self.index.query(q))) if m]
 
-    def count(self, user_id: str | None = None,
-              memory_types: Sequence[str] = ("episodic", "semantic")) -> int:
-        expr = self._filter(user_id, memory_types, None, False, None)
-        return int(self.index.query(CountQuery(filter_expression=expr)))
+    def count(self, user_id: str | None = None, memory_types: Sequence[str] = ("episodic", "semantic")) -> int:
+        return int(self.index.query(CountQuery(filter_expression=self._filter(user_id, memory_types))))
 
     def history(self, memory_id: str) -> list[Memory]:
         """The supersession chain ``memory_id`` belongs to, oldest first (a missing link ends it)."""
