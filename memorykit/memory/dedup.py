@@ -210,14 +210,12 @@ def decide(new_fact: str, existing: Sequence[Memory | str], llm=None) -> MemoryD
 
 
 def remember(store: MemoryStore, content: str, user_id: str | None = None, memory_type: str = "episodic",
-             observed_at: float | None = None, llm=None, *, topics: Sequence[str] | None = None,
-             metadata: dict | None = None, source_thread: str | None = None,
+             observed_at: float | None = None, llm=None, *, source_thread: str | None = None,
              source_messages: Sequence[str] | None = None) -> Decision:
     """hash -> vectors -> decision -> apply, atomically for this user and memory type."""
     user = owner_of(user_id, memory_type)
-    new = store._new(content, user, memory_type, topics=topics, metadata=dict(metadata or {}),
-                     source_thread=source_thread, source_messages=list(source_messages or []),
-                     observed_at=observed_at)
+    new = store._new(content, user, memory_type, source_thread=source_thread,
+                     source_messages=list(source_messages or []), observed_at=observed_at)
     vector = store.embedder.embed(new.content)
     ledger = ledger_key(store, user, memory_type)
     attempts, calls = [0], [0]

@@ -97,12 +97,10 @@ class MemoryStore:
 
     touch_interval: float = 60.0
 
-    def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit",
-                 distance_threshold: float | None = None):
+    def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit"):
         self.redis = redis_client
         self.embedder = embedder
         self.namespace = check_namespace(namespace)
-        self.distance_threshold = distance_threshold
         self.schema = memory_schema(namespace, embedder.dims)
         self.index = ensure_index(redis_client, self.schema)
 
@@ -223,12 +221,11 @@ class MemoryStore:
         if filters is not None:
             expr = expr & filters
         vector = list(vector) if vector is not None else self.embedder.embed(query)
-        threshold = distance_threshold if distance_threshold is not None else self.distance_threshold
         if mode != "vector" or recency:
             hits = retrieval.search(self, query, vector, expr, user_id=user_id,
                                     memory_types=memory_types, k=k, mode=mode, recency=recency)
         else:
-            hits = self._hits(nearest(self.index, vector, expr, k, threshold), user_id, memory_types)
+            hits = self._hits(nearest(self.index, vector, expr, k, distance_threshold), user_id, memory_types)
         if touch:
             self.touch([h.memory for h in hits])
         return hits
