@@ -270,11 +270,7 @@ class MemoryStore:
                 chain.insert(0 if link == "supersedes" else len(chain), cur)
         return chain
 
-    def remember(self, content: str, user_id: str | None = None, memory_type: str = "episodic", *,
-                 observed_at: float | None = None, llm=None, **kwargs):
-        """The agent's write path: hash -> semantic -> decision -> apply (see memory/dedup.py)."""
-        return dedup.remember(self, content, user_id=user_id, memory_type=memory_type,
-                              observed_at=observed_at, llm=llm, **kwargs)
+    remember = dedup.remember  # the agent's write path: hash -> vectors -> decision -> apply (memory/dedup.py)
 
     def forget_user(self, user_id: str) -> int:
         """Remove everything memorykit stored for this user in this namespace; returns keys deleted."""
