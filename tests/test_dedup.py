@@ -250,7 +250,8 @@ def test_add_noop_update_invalidate_are_applied_without_deleting(store, llm):
 def test_lisbon_then_berlin_as_of_and_history(store, llm):
     now = time.time()
     lisbon = store.remember("User lives in Lisbon.", user_id="raphael", observed_at=now - 2 * YEAR, llm=llm)
-    berlin = store.remember("User moved to Berlin last month.", user_id="raphael", observed_at=now - 30 * 86400, llm=llm)
+    berlin = store.remember("User moved to Berlin last month.", user_id="raphael", observed_at=now - 30 * 86400,
+                            llm=llm)
     assert berlin.action == "UPDATE"
     hits = store.search("Where do I live?", user_id="raphael", k=3)
     assert [h.memory.content for h in hits] == ["User moved to Berlin last month."]
