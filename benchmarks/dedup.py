@@ -54,7 +54,8 @@ def replay(r, emb, llm) -> None:
 
 def calls_per_fact(r, emb, llm) -> None:
     pairs = ev.load_pairs("heldout")
-    stream = [p["existing"] for p in pairs] + [p["existing"] for p in pairs[::5]] + [p["new"] for p in pairs]
+    stream = [ev.as_fact(p["existing"]) for p in pairs] + [ev.as_fact(p["existing"]) for p in pairs[::5]] + \
+        [ev.as_fact(p["new"]) for p in pairs]
     store = store_in(r, emb)
     try:
         with track_usage() as calls:
@@ -73,7 +74,7 @@ def calls_per_fact(r, emb, llm) -> None:
 
 def write_path(r, emb, llm, repeats: int = 3) -> None:
     pairs = ev.load_pairs("heldout")[:60]
-    emb.embed_many([dedup.as_fact(p["existing"]) for p in pairs] + [dedup.as_fact(p["new"]) for p in pairs])
+    emb.embed_many([p["existing"] for p in pairs] + [p["new"] for p in pairs])
     times = {"add": [], "remember": []}
     for _ in range(repeats):
         for path, out in times.items():

@@ -14,6 +14,7 @@ import memorykit as mk
 from conftest import drop_namespace
 from scripted import ScriptedModel
 from memorykit.config import data_path
+from memorykit.course import dedup_eval
 from memorykit.errors import LLMError, ValidationError
 from memorykit.llm.task import run_task, track_usage
 from memorykit.memory import dedup
@@ -48,44 +49,26 @@ def test_hash_is_stable_under_case_and_whitespace(text):
         text.upper().casefold() != text.casefold()
 
 
-def test_first_person_input_is_stored_in_third_person():
-    assert dedup.as_fact("I live in Lisbon") == "User lives in Lisbon."
-    assert dedup.as_fact("My dog is called Max") == "User's dog is called Max."
-    assert dedup.as_fact("User lives in Lisbon.") == "User lives in Lisbon."
+def test_course_pairs_are_rewritten_in_third_person():
+    assert dedup_eval.as_fact("I live in Lisbon") == "User lives in Lisbon."
+    assert dedup_eval.as_fact("My dog is called Max") == "User's dog is called Max."
+    assert dedup_eval.as_fact("User lives in Lisbon.") == "User lives in Lisbon."
     with pytest.raises(ValidationError):
-        dedup.as_fact("   ")
+        dedup_eval.as_fact("   ")
 
 
-def test_exact_tier_alone_drops_verbatim_repeats_only(store):
-    first = store.remember("User lives in Lisbon.", user_id="u1", tiers=("exact",))
-    again = store.remember("user lives in lisbon!", user_id="u1", tiers=("exact",))
-    other = store.remember("User resides in Lisbon.", user_id="u1", tiers=("exact",))
-    assert (first.action, again.action, other.action) == ("ADD", "NOOP", "ADD")
+def test_exact_tier_drops_verbatim_repeats(store, llm):
+    first = store.remember("User lives in Lisbon.", user_id="u1", llm=llm)
+    again = store.remember("user lives in lisbon!", user_id="u1", llm=llm)
+    assert (first.action, again.action) == ("ADD", "NOOP")
     assert again.tier == "exact" and again.memory.id == first.memory.id
-    assert store.count("u1", ["episodic"]) == 2
+    assert store.count("u1", ["episodic"]) == 1
     assert dedup.find_exact(store, "USER LIVES IN LISBON", "u1").id == first.memory.id
     assert dedup.find_exact(store, "User lives in Lisbon.", "u2") is None  # other users stay apart
     assert dedup.find_exact(store, "User lives in Lisbon.", "u1", "semantic") is None
 
 
-def test_first_person_repeat_is_an_exact_duplicate(store, llm):
-    store.remember("User lives in Lisbon.", user_id="u1", llm=llm)
-    d = store.remember("I live in Lisbon", user_id="u1", llm=llm)
-    assert (d.action, d.tier) == ("NOOP", "exact")
-
-
 # ------------------------------------------------------------------ semantic tier
-def test_semantic_tier_alone_merges_paraphrases_and_falls_for_traps(store):
-    store.add("User went to Kyoto in 2019.", user_id="u1")
-    store.add("User plays the guitar.", user_id="u1")
-    para = store.remember("User plays guitar.", user_id="u1", tiers=("exact", "semantic"))
-    trap = store.remember("User went to Kyoto in 2015.", user_id="u1", tiers=("exact", "semantic"))
-    far = store.remember("User is allergic to peanuts.", user_id="u1", tiers=("exact", "semantic"))
-    assert (para.action, para.tier) == ("NOOP", "semantic") and para.distance < 0.13
-    assert trap.action == "NOOP"  # the trap: a different trip looks like a duplicate by distance
-    assert far.action == "ADD"
-
-
 def test_find_similar_stays_inside_user_type_and_current(store):
     store.add("User lives in Lisbon.", user_id="u1")
     store.add("User lives in Lisbon.", user_id="u2")
@@ -98,7 +81,7 @@ def test_find_similar_stays_inside_user_type_and_current(store):
 def test_cascade_asks_the_model_only_in_the_ambiguous_band(store, llm):
     with track_usage() as calls:
         first = store.remember("User lives in Lisbon.", user_id="u1", llm=llm)
-        repeat = store.remember("I live in Lisbon", user_id="u1", llm=llm)
+        repeat = store.remember("user lives in Lisbon!", user_id="u1", llm=llm)
         near = store.remember("User currently lives in Lisbon.", user_id="u1", llm=llm)
         far = store.remember("User is allergic to peanuts.", user_id="u1", llm=llm)
         assert [c.task for c in calls] == []
@@ -266,8 +249,9 @@ def test_add_noop_update_invalidate_are_applied_without_deleting(store, llm):
 
 def test_lisbon_then_berlin_as_of_and_history(store, llm):
     now = time.time()
-    lisbon = store.remember("I live in Lisbon", user_id="raphael", observed_at=now - 2 * YEAR, llm=llm)
-    berlin = store.remember("I moved to Berlin last month", user_id="raphael", observed_at=now - 30 * 86400, llm=llm)
+    lisbon = store.remember("User lives in Lisbon.", user_id="raphael", observed_at=now - 2 * YEAR, llm=llm)
+    berlin = store.remember("User moved to Berlin last month.", user_id="raphael", observed_at=now - 30 * 86400,
+                            llm=llm)
     assert berlin.action == "UPDATE"
     hits = store.search("Where do I live?", user_id="raphael", k=3)
     assert [h.memory.content for h in hits] == ["User moved to Berlin last month."]
@@ -297,8 +281,6 @@ def test_semantic_facts_without_user_belong_to_system(store, llm):
     assert d.memory.user_id == "system"
     with pytest.raises(ValidationError):
         store.remember("User lives in Lisbon.", memory_type="episodic", llm=llm)
-    with pytest.raises(ValidationError):
-        store.remember("User lives in Lisbon.", user_id="u1", tiers=("fuzzy",))
 
 
 # ------------------------------------------------------------------ concurrency
@@ -343,7 +325,7 @@ def test_consolidate_merges_duplicates_with_provenance_within_user_and_type(stor
     store.add("User went to Kyoto in 2015.", user_id="u1")
     other_user = store.add("User honeymooned in Paris in 2009.", user_id="u2")
     other_type = store.add("User honeymooned in Paris in 2009.", user_id="u1", memory_type="semantic")
-    merges = store.consolidate("u1", llm=llm)
+    merges = dedup_eval.consolidate(store, "u1", llm=llm)
     assert len(merges) == 1 and merges[0].kept.id == a.id and [m.id for m in merges[0].merged] == [b.id]
     kept, merged = store.get_many([a.id, b.id])
     assert kept.source_messages == ["m1", "m7"] and kept.metadata["source_threads"] == ["t1", "t2"]
@@ -351,7 +333,7 @@ def test_consolidate_merges_duplicates_with_provenance_within_user_and_type(stor
     assert merged.superseded_by == a.id and merged.invalid_at is not None  # closed, not deleted
     assert store.get(other_user.id).is_current and store.get(other_type.id).is_current
     assert len(store.list("u1", ["episodic"])) == 3  # both Kyoto trips stay
-    assert store.consolidate("u1", llm=llm) == []
+    assert dedup_eval.consolidate(store, "u1", llm=llm) == []
 
 
 def test_consolidate_does_not_chain_neighbours_into_one_mega_memory(store, emb):
@@ -362,7 +344,7 @@ def test_consolidate_does_not_chain_neighbours_into_one_mega_memory(store, emb):
     assert d(v[0], v[2]) > threshold  # a chain: 0~1, 1~2, but 0 far from 2
     for t in texts:
         store.add(t, user_id="u1")
-    merges = store.consolidate("u1", distance_threshold=threshold, use_decider=False, dry_run=True)
+    merges = dedup_eval.consolidate(store, "u1", distance_threshold=threshold, use_decider=False, dry_run=True)
     assert all(len(m.merged) == 1 for m in merges) and merges
     assert len(store.list("u1", ["episodic"])) == 3  # dry run changes nothing
 

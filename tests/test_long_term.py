@@ -57,8 +57,6 @@ def test_distance_threshold_turns_knn_into_range(store):
     assert 1 <= len(ranged) < 3
     assert all(h.distance <= cut for h in ranged)
     assert store.search("What food do I like?", user_id="u", distance_threshold=0.01) == []
-    strict = mk.MemoryStore(store.redis, store.embedder, namespace=store.namespace, distance_threshold=cut)
-    assert len(strict.search("What food do I like?", user_id="u", k=3)) == len(ranged)
 
 
 def test_calibrated_default_threshold_recalls_the_raphael_question(store):

@@ -1,4 +1,5 @@
-"""Evaluating deduplication on labelled pairs (notebook 05, benchmarks/dedup.py, tests).
+"""Deduplication for the course: labelled pairs and their evaluation, the first-person normaliser the
+pairs need, and batch consolidation of duplicates stored earlier (notebook 05, benchmarks/dedup.py, tests).
 
 A pair is an *existing* memory and a *new* fact labelled duplicate, update (invalidate
 counts as update) or new, in ``data/dedup/train.jsonl`` (what the offline model learns from)
@@ -7,19 +8,66 @@ and ``data/dedup/heldout.jsonl`` (never used for training or tuning).
 from __future__ import annotations
 
 import json
+import re
+import time
+import unicodedata
 import uuid
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..config import data_path
 from ..errors import ValidationError
+from ..keys import check_id
 from ..memory import dedup
-from ..memory.index import content_hash
+from ..memory.index import SYSTEM_USER, content_hash, json_docs
+from ..memory.long_term import Memory
 
 LABELS = ("duplicate", "update", "new")
 LABEL_OF = {"NOOP": "duplicate", "UPDATE": "update", "INVALIDATE": "update", "ADD": "new"}
 THREE = {"duplicate": "duplicate", "update": "update", "invalidate": "update", "new": "new"}
+CONSOLIDATE_DISTANCE = 0.2  # every pair in a merged cluster must be at least this close
+SEMANTIC_DUPLICATE_DISTANCE = 0.19  # distance alone as the duplicate test: best F1 on data/dedup/train.jsonl
+
+
+_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|mine|myself|we|we're|we've|our|us)\b", re.IGNORECASE)
+_PERSON_SWAPS = [(r"\bI am\b|\bI'm\b", "{s} is"), (r"\bI was\b", "{s} was"), (r"\bI've\b", "{s} has"),
+                 (r"\bI'd\b", "{s} would"), (r"\bI'll\b", "{s} will"), (r"\bwe're\b", "{s} and family are"),
+                 (r"\bwe've\b", "{s} and family have"), (r"\bwe\b", "{s} and family"), (r"\bI\b", "{s}"),
+                 (r"^(?:my|our)\b", "{s}'s"), (r"\b(?:my|our)\b", "their"), (r"\bmine\b", "theirs"),
+                 (r"\b(?:me|us)\b", "them"), (r"\bmyself\b", "themselves")]
+_ADVERB = r"(?:\w+ly|just|also|never|always|still|now|only|often|finally|even|already|recently) "
+_AGREEMENT = re.compile(rf"\b(User) ({_ADVERB})?([a-z]+n't|[a-z]+)\b")
+_THIRD_PERSON = {"have": "has", "do": "does", "go": "goes", "am": "is", "are": "is", "were": "was",
+                 "don't": "doesn't", "haven't": "hasn't"}
+_KEEP = {"is", "was", "has", "had", "would", "will", "can", "could", "should", "must", "might", "may", "did",
+         "and", "can't", "won't", "didn't", "wasn't", "isn't", "doesn't"}
+
+
+def _agree(m: re.Match) -> str:
+    subject, adverb, verb = m.groups("")
+    if verb in _THIRD_PERSON:
+        verb = _THIRD_PERSON[verb]
+    elif not (verb in _KEEP or verb.endswith(("ed", "s", "n't"))):
+        verb = verb[:-1] + "ies" if re.search(r"[^aeiou]y$", verb) else verb + (
+            "es" if re.search(r"(ch|sh|x|o)$", verb) else "s")
+    return f"{subject} {adverb}{verb}"
+
+
+def as_fact(text: str, subject: str = "User") -> str:
+    """The stored form of a fact: third person, as the extractor writes it ("I live in Lisbon" ->
+    "User lives in Lisbon.")."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError("a fact needs non-empty text")
+    text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).replace("’", "'")).strip()
+    if _FIRST_PERSON.search(text):
+        for pattern, repl in _PERSON_SWAPS:
+            text = re.sub(pattern, repl.format(s=subject), text,
+                          flags=0 if pattern.startswith(r"\bI") else re.IGNORECASE)
+        text = _AGREEMENT.sub(_agree, text)
+    text = text.rstrip(" .") + ("" if text.endswith(("!", "?")) else ".")
+    return text[:1].upper() + text[1:]
 
 
 def load_pairs(split: str = "train") -> list[dict[str, Any]]:
@@ -33,7 +81,7 @@ def load_pairs(split: str = "train") -> list[dict[str, Any]]:
 
 
 def predict_pairs(pairs: Sequence[dict[str, Any]], embedder, llm=None,
-                  threshold: float = dedup.SEMANTIC_DUPLICATE_DISTANCE):
+                  threshold: float = SEMANTIC_DUPLICATE_DISTANCE):
     """One row per pair: the distance, each tier's label, which tier decided and the model calls.
 
     ``decided`` is the cascade of ``remember()``: the hash, no candidate beyond
@@ -41,8 +89,8 @@ def predict_pairs(pairs: Sequence[dict[str, Any]], embedder, llm=None,
     """
     import pandas as pd
 
-    olds = [dedup.as_fact(p["existing"]) for p in pairs]
-    news = [dedup.as_fact(p["new"]) for p in pairs]
+    olds = [as_fact(p["existing"]) for p in pairs]
+    news = [as_fact(p["new"]) for p in pairs]
     a = np.array(embedder.embed_many(olds, progress=False), dtype=np.float32)
     b = np.array(embedder.embed_many(news, progress=False), dtype=np.float32)
     dist = 1.0 - (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
@@ -115,8 +163,8 @@ def replay_pairs(store, pairs: Sequence[dict[str, Any]], llm=None):
     rows = []
     for p in pairs:
         user = f"pair-{p['id']}-{uuid.uuid4().hex[:6]}"
-        old = store.add(dedup.as_fact(p["existing"]), user_id=user)
-        d = store.remember(p["new"], user_id=user, llm=llm)
+        old = store.add(as_fact(p["existing"]), user_id=user)
+        d = store.remember(as_fact(p["new"]), user_id=user, llm=llm)
         current = store.list(user, ["episodic"])
         fresh_only = len(current) == 1 and current[0].id != old.id
         rows.append({"id": p["id"], "label": THREE[p["label"]], "action": d.action, "said": LABEL_OF[d.action],
@@ -124,3 +172,74 @@ def replay_pairs(store, pairs: Sequence[dict[str, Any]], llm=None):
                      "fresh_only": fresh_only if THREE[p["label"]] == "update" else None})
         store.forget_user(user)
     return pd.DataFrame(rows)
+
+
+@dataclass
+class Merge:
+    """One consolidated cluster: ``kept`` now carries the provenance of every ``merged`` memory."""
+
+    kept: Memory
+    merged: list[Memory] = field(default_factory=list)
+
+
+def consolidate(store, user_id: str, *, memory_types: Sequence[str] = ("episodic", "semantic"),
+                distance_threshold: float = CONSOLIDATE_DISTANCE, llm=None, use_decider: bool = True,
+                dry_run: bool = False) -> list[Merge]:
+    """Merge clusters of duplicates already stored for one user, type by type.
+
+    A memory joins a cluster only if it is within ``distance_threshold`` of EVERY member
+    (complete linkage: no chains of near neighbours) and, with ``use_decider``, the decider calls
+    it a duplicate (NOOP) of the cluster's first member. The kept memory (the earliest) gains the
+    members' source threads and message ids; the others are closed (``superseded_by``), not deleted.
+    """
+    user = check_id(user_id, "user_id")
+    merges: list[Merge] = []
+    for mtype in memory_types:
+        memories = store.list(None if user == SYSTEM_USER and mtype == "semantic" else user, [mtype])
+        memories = sorted((m for m in memories if m.user_id == user and m.memory_type == mtype),
+                          key=lambda m: (m.valid_from or m.created_at, m.id))
+        if len(memories) < 2:
+            continue
+        vecs = np.array([got[0] for got in json_docs(store.redis, [store.key(m.id) for m in memories], "$.embedding")],
+                        dtype=np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        dist = 1.0 - vecs @ vecs.T
+        taken: set[int] = set()
+        for i in range(len(memories)):
+            if i in taken:
+                continue
+            cluster = [i]
+            for j in sorted((j for j in range(i + 1, len(memories)) if j not in taken), key=lambda j: dist[i, j]):
+                if dist[i, j] > distance_threshold:
+                    break
+                if any(dist[j, c] > distance_threshold for c in cluster):
+                    continue
+                same = memories[j].content_hash == memories[i].content_hash
+                if use_decider and not same and dedup.decide(memories[j].content, [memories[i]], llm).action != "NOOP":
+                    continue
+                cluster.append(j)
+            if len(cluster) > 1:
+                taken.update(cluster)
+                merges.append(Merge(memories[i], [memories[j] for j in cluster[1:]]))
+    for merge in [] if dry_run else merges:
+        _merge(store, merge)
+    return merges
+
+
+def _merge(store, merge: Merge) -> None:
+    kept, now = merge.kept, time.time()
+    threads = list(dict.fromkeys(t for t in [kept.source_thread, *kept.metadata.get("source_threads", []),
+                                             *(m.source_thread for m in merge.merged)] if t))
+    messages = list(dict.fromkeys([*kept.source_messages, *(x for m in merge.merged for x in m.source_messages)]))
+    merged_from = list(dict.fromkeys([*kept.metadata.get("merged_from", []), *(m.id for m in merge.merged)]))
+    kept.source_messages, kept.updated_at = messages, now
+    kept.metadata = {**kept.metadata, "merged_from": merged_from, "source_threads": threads}
+    ledger = dedup.ledger_key(store, kept.user_id, kept.memory_type)
+    pipe = store.redis.pipeline(transaction=True)
+    for path, value in (("source_messages", messages), ("metadata", kept.metadata), ("updated_at", now)):
+        pipe.json().set(store.key(kept.id), f"$.{path}", value)
+    for m in merge.merged:
+        dedup._close(store, pipe, m, now, kept.id)
+        if m.content_hash != kept.content_hash:
+            pipe.hdel(ledger, m.content_hash)
+    pipe.execute()

@@ -1,6 +1,6 @@
 """Retrieval evaluation: multi-session dialogs, turn-level evidence, recall@k / MRR / nDCG with CIs.
 
-Each dialog turn becomes one memory (``"Speaker: text"``, its speaker and session time as
+Each dialog turn becomes one memory (``"Speaker: text"``, its speaker as a topic and session time as
 indexed fields); each question lists the turn ids that answer it. A retrieval method is
 scored by where those turns land in its ranking, per question kind, with a bootstrap
 confidence interval. Reads the shipped set (``data/longmem``) and, unchanged, LoCoMo's and
@@ -179,7 +179,7 @@ def ingest(store, data: LongMemSet, *, user_prefix: str = "", template: str = "{
     for dialog in data.dialogs:
         user = f"{user_prefix}{dialog.dialog_id}"
         memories = [store._new(template.format(speaker=t.speaker, text=t.text), user, "episodic",
-                               observed_at=t.time, source_messages=[t.turn_id],
+                               observed_at=t.time, source_messages=[t.turn_id], topics=[t.speaker],
                                metadata={"speaker": t.speaker, "turn_id": t.turn_id}) for t in dialog.turns]
         for memory, turn in zip(memories, dialog.turns):
             memory.created_at = memory.updated_at = turn.time

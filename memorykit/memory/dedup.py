@@ -1,18 +1,16 @@
-"""Deduplication and consolidation: is a new fact new, a duplicate, or an update?
+"""Deduplication: is a new fact new, a duplicate, or an update?
 
-:func:`remember` asks a model only when it must: **exact** (same content hash: NOOP) -> **semantic**
-(nothing near: ADD; near-identical with the same numbers, names and negations: NOOP) -> **decided**
-(the ``decide_memory`` task answers ADD | UPDATE | INVALIDATE | NOOP). Nothing is overwritten: an
-update closes the old memory and links both ways, so ``search(as_of=t)`` and ``history`` tell what
-was true when. Writes are optimistic transactions per user and type (WATCH the ledger, MULTI/EXEC).
+:func:`remember` asks a model only when it must: **exact** (same content hash: NOOP) -> **semantic** (nothing
+near: ADD; near-identical with the same numbers, names and negations: NOOP) -> **decided** (the ``decide_memory``
+task: ADD | UPDATE | INVALIDATE | NOOP). An update closes the old memory and links both ways (``as_of``,
+``history``). Writes are optimistic transactions per user and type (WATCH the ledger, MULTI/EXEC).
 """
 from __future__ import annotations
 
 import logging
 import re
 import time
-import unicodedata
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Sequence
 
 import numpy as np
@@ -21,10 +19,10 @@ from pydantic import BaseModel, field_validator, model_validator
 from redisvl.query import FilterQuery
 from redisvl.query.filter import FilterExpression, Tag
 
-from ..errors import MemoryKitError, ValidationError
-from ..keys import check_id, key
+from ..errors import MemoryKitError
+from ..keys import key
 from ..llm.task import Task, TaskFailed, Text, is_placeholder, run_task
-from .index import SYSTEM_USER, content_hash, json_docs, nearest, owner_filter, owner_of, row_ids, validity
+from .index import content_hash, json_docs, nearest, owner_filter, owner_of, row_ids, validity
 
 if TYPE_CHECKING:
     from .long_term import Memory, MemoryHit, MemoryStore
@@ -32,11 +30,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ACTIONS = ("ADD", "UPDATE", "INVALIDATE", "NOOP")
-TIERS = ("exact", "semantic", "decided")
-CANDIDATE_DISTANCE = 0.65           # loose: updates sit up to ~0.6 from what they replace
-NEAR_DUPLICATE_DISTANCE = 0.04      # with the surface check: no non-duplicate of data/dedup/train.jsonl
-SEMANTIC_DUPLICATE_DISTANCE = 0.19  # the semantic tier alone: best F1 on data/dedup/train.jsonl (notebook 05)
-CONSOLIDATE_DISTANCE = 0.2          # every pair in a merged cluster must be at least this close
+TIERS = ("exact", "semantic", "decided")  # Decision.tier: which step settled the fact
+CANDIDATE_DISTANCE = 0.65       # loose: updates sit up to ~0.6 from what they replace
+NEAR_DUPLICATE_DISTANCE = 0.04  # with the surface check: no non-duplicate of data/dedup/train.jsonl
 MAX_RETRIES = 32
 EXACT_SCAN_LIMIT = 500  # up to this many current memories per user and type, distances are exact
 
@@ -51,51 +47,11 @@ class Decision:
     target: Memory | None = None
     reason: str = ""
     tier: str = "decided"
-    distance: float | None = None
     model_calls: int = 0
 
     def __repr__(self) -> str:
         target = f", target={self.target.content!r}" if self.target else ""
         return f"Decision({self.action} by {self.tier}{target}: {self.reason})"
-
-
-_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|mine|myself|we|we're|we've|our|us)\b", re.IGNORECASE)
-_PERSON_SWAPS = [(r"\bI am\b|\bI'm\b", "{s} is"), (r"\bI was\b", "{s} was"), (r"\bI've\b", "{s} has"),
-                 (r"\bI'd\b", "{s} would"), (r"\bI'll\b", "{s} will"), (r"\bwe're\b", "{s} and family are"),
-                 (r"\bwe've\b", "{s} and family have"), (r"\bwe\b", "{s} and family"), (r"\bI\b", "{s}"),
-                 (r"^(?:my|our)\b", "{s}'s"), (r"\b(?:my|our)\b", "their"), (r"\bmine\b", "theirs"),
-                 (r"\b(?:me|us)\b", "them"), (r"\bmyself\b", "themselves")]
-_ADVERB = r"(?:\w+ly|just|also|never|always|still|now|only|often|finally|even|already|recently) "
-_AGREEMENT = re.compile(rf"\b(User) ({_ADVERB})?([a-z]+n't|[a-z]+)\b")
-_THIRD_PERSON = {"have": "has", "do": "does", "go": "goes", "am": "is", "are": "is", "were": "was",
-                 "don't": "doesn't", "haven't": "hasn't"}
-_KEEP = {"is", "was", "has", "had", "would", "will", "can", "could", "should", "must", "might", "may", "did",
-         "and", "can't", "won't", "didn't", "wasn't", "isn't", "doesn't"}
-
-
-def _agree(m: re.Match) -> str:
-    subject, adverb, verb = m.groups("")
-    if verb in _THIRD_PERSON:
-        verb = _THIRD_PERSON[verb]
-    elif not (verb in _KEEP or verb.endswith(("ed", "s", "n't"))):
-        verb = verb[:-1] + "ies" if re.search(r"[^aeiou]y$", verb) else verb + (
-            "es" if re.search(r"(ch|sh|x|o)$", verb) else "s")
-    return f"{subject} {adverb}{verb}"
-
-
-def as_fact(text: str, subject: str = "User") -> str:
-    """The stored form of a fact: third person, as the extractor writes it ("I live in Lisbon" ->
-    "User lives in Lisbon.")."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValidationError("a fact needs non-empty text")
-    text = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).replace("’", "'")).strip()
-    if _FIRST_PERSON.search(text):
-        for pattern, repl in _PERSON_SWAPS:
-            text = re.sub(pattern, repl.format(s=subject), text,
-                          flags=0 if pattern.startswith(r"\bI") else re.IGNORECASE)
-        text = _AGREEMENT.sub(_agree, text)
-    text = text.rstrip(" .") + ("" if text.endswith(("!", "?")) else ".")
-    return text[:1].upper() + text[1:]
 
 
 def _scope(user_id: str, memory_type: str) -> FilterExpression:
@@ -112,7 +68,7 @@ def find_exact(store: MemoryStore, content: str, user_id: str | None,
                memory_type: str = "episodic") -> Memory | None:
     """The current memory with the same normalized text (case, spaces, punctuation ignored)."""
     user_id = owner_of(user_id, memory_type)
-    digest = content_hash(as_fact(content))
+    digest = content_hash(content)
     mid = store.redis.hget(ledger_key(store, user_id, memory_type), digest)
     if mid is None:
         q = FilterQuery(filter_expression=_scope(user_id, memory_type) & (Tag("content_hash") == digest),
@@ -254,17 +210,12 @@ def decide(new_fact: str, existing: Sequence[Memory | str], llm=None) -> MemoryD
 
 
 def remember(store: MemoryStore, content: str, user_id: str | None = None, memory_type: str = "episodic",
-             observed_at: float | None = None, llm=None, *, tiers: Sequence[str] = TIERS,
-             topics: Sequence[str] | None = None, metadata: dict | None = None,
-             source_thread: str | None = None, source_messages: Sequence[str] | None = None) -> Decision:
-    """hash -> vectors -> decision -> apply, atomically for this user and memory type. ``tiers`` picks
-    the steps: ``("exact",)``, ``("exact", "semantic")``, or by default all three (the decider too)."""
-    if set(tiers) - set(TIERS):
-        raise ValidationError(f"unknown tiers {sorted(set(tiers) - set(TIERS))}; choose from {TIERS}")
+             observed_at: float | None = None, llm=None, *, source_thread: str | None = None,
+             source_messages: Sequence[str] | None = None) -> Decision:
+    """hash -> vectors -> decision -> apply, atomically for this user and memory type."""
     user = owner_of(user_id, memory_type)
-    new = store._new(as_fact(content), user, memory_type, topics=topics, metadata=dict(metadata or {}),
-                     source_thread=source_thread, source_messages=list(source_messages or []),
-                     observed_at=observed_at)
+    new = store._new(content, user, memory_type, source_thread=source_thread,
+                     source_messages=list(source_messages or []), observed_at=observed_at)
     vector = store.embedder.embed(new.content)
     ledger = ledger_key(store, user, memory_type)
     attempts, calls = [0], [0]
@@ -275,7 +226,7 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
             raise MemoryKitError(f"remember() gave up after {MAX_RETRIES} conflicting writes for one user; "
                                  "retry later or write less concurrently")
         fresh = replace(new)  # each attempt starts from the fact as given
-        decision = _cascade(store, fresh, vector, tiers, llm)
+        decision = _cascade(store, fresh, vector, llm)
         calls[0] += decision.model_calls
         decision.model_calls = calls[0]
         if decision.action != "NOOP":
@@ -287,34 +238,25 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
     return store.redis.transaction(attempt, ledger, value_from_callable=True)
 
 
-def _cascade(store: MemoryStore, new: Memory, vector, tiers: Sequence[str], llm) -> Decision:
-    if "exact" in tiers:
-        same = find_exact(store, new.content, new.user_id, new.memory_type)
-        if same is not None:
-            return Decision("NOOP", same, same, "the same text is already stored", "exact", 0.0)
-    if "semantic" not in tiers and "decided" not in tiers:
-        return Decision("ADD", new, None, "no exact duplicate", "exact")
-    radius = CANDIDATE_DISTANCE if "decided" in tiers else SEMANTIC_DUPLICATE_DISTANCE
-    hits = find_similar(store, new.content, new.user_id, new.memory_type, distance_threshold=radius, vector=vector)
+def _cascade(store: MemoryStore, new: Memory, vector, llm) -> Decision:
+    same = find_exact(store, new.content, new.user_id, new.memory_type)
+    if same is not None:
+        return Decision("NOOP", same, same, "the same text is already stored", "exact")
+    hits = find_similar(store, new.content, new.user_id, new.memory_type, vector=vector)
     if not hits:
-        return Decision("ADD", new, None, f"no memory within distance {radius}", "semantic")
+        return Decision("ADD", new, None, f"no memory within distance {CANDIDATE_DISTANCE}", "semantic")
     nearest = hits[0]
-    if "decided" not in tiers:
-        return Decision("NOOP", nearest.memory, nearest.memory, f"a memory within distance {radius}",
-                        "semantic", nearest.distance)
     if near_identical(new.content, nearest.memory.content, nearest.distance):
-        return Decision("NOOP", nearest.memory, nearest.memory, "a near-identical memory", "semantic",
-                        nearest.distance)
+        return Decision("NOOP", nearest.memory, nearest.memory, "a near-identical memory", "semantic")
     out = decide(new.content, [h.memory for h in hits], llm)
     if out.action == "ADD":
-        return Decision("ADD", new, None, out.reason, "decided", model_calls=1)
+        return Decision("ADD", new, None, out.reason, "decided", 1)
     target = hits[out.target]
     if out.action == "NOOP":
-        return Decision("NOOP", target.memory, target.memory, out.reason, "decided", target.distance, 1)
+        return Decision("NOOP", target.memory, target.memory, out.reason, "decided", 1)
     if out.content:  # the model reworded the fact it wants stored
-        new.content = as_fact(out.content)
-        new.content_hash = content_hash(new.content)
-    return Decision(out.action, new, target.memory, out.reason, "decided", target.distance, 1)
+        new.content, new.content_hash = out.content, content_hash(out.content)
+    return Decision(out.action, new, target.memory, out.reason, "decided", 1)
 
 
 def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, stamp_now: bool = True) -> None:
@@ -351,74 +293,3 @@ def _close(store: MemoryStore, pipe, memory: Memory, at: float, by: str) -> None
     now = time.time()
     pipe.json().merge(store.key(memory.id), "$", {"invalid_at": at, "superseded_by": by, "updated_at": now})
     memory.invalid_at, memory.superseded_by, memory.updated_at = at, by, now
-
-
-@dataclass
-class Merge:
-    """One consolidated cluster: ``kept`` now carries the provenance of every ``merged`` memory."""
-
-    kept: Memory
-    merged: list[Memory] = field(default_factory=list)
-
-
-def consolidate(store: MemoryStore, user_id: str, *, memory_types: Sequence[str] = ("episodic", "semantic"),
-                distance_threshold: float = CONSOLIDATE_DISTANCE, llm=None, use_decider: bool = True,
-                dry_run: bool = False) -> list[Merge]:
-    """Merge clusters of duplicates already stored for one user, type by type.
-
-    A memory joins a cluster only if it is within ``distance_threshold`` of EVERY member
-    (complete linkage: no chains of near neighbours) and, with ``use_decider``, the decider calls
-    it a duplicate (NOOP) of the cluster's first member. The kept memory (the earliest) gains the
-    members' source threads and message ids; the others are closed (``superseded_by``), not deleted.
-    """
-    user = check_id(user_id, "user_id")
-    merges: list[Merge] = []
-    for mtype in memory_types:
-        memories = store.list(None if user == SYSTEM_USER and mtype == "semantic" else user, [mtype])
-        memories = sorted((m for m in memories if m.user_id == user and m.memory_type == mtype),
-                          key=lambda m: (m.valid_from or m.created_at, m.id))
-        if len(memories) < 2:
-            continue
-        vecs = np.array([got[0] for got in json_docs(store.redis, [store.key(m.id) for m in memories], "$.embedding")],
-                        dtype=np.float32)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        dist = 1.0 - vecs @ vecs.T
-        taken: set[int] = set()
-        for i in range(len(memories)):
-            if i in taken:
-                continue
-            cluster = [i]
-            for j in sorted((j for j in range(i + 1, len(memories)) if j not in taken), key=lambda j: dist[i, j]):
-                if dist[i, j] > distance_threshold:
-                    break
-                if any(dist[j, c] > distance_threshold for c in cluster):
-                    continue
-                same = memories[j].content_hash == memories[i].content_hash
-                if use_decider and not same and decide(memories[j].content, [memories[i]], llm).action != "NOOP":
-                    continue
-                cluster.append(j)
-            if len(cluster) > 1:
-                taken.update(cluster)
-                merges.append(Merge(memories[i], [memories[j] for j in cluster[1:]]))
-    for merge in [] if dry_run else merges:
-        _merge(store, merge)
-    return merges
-
-
-def _merge(store: MemoryStore, merge: Merge) -> None:
-    kept, now = merge.kept, time.time()
-    threads = list(dict.fromkeys(t for t in [kept.source_thread, *kept.metadata.get("source_threads", []),
-                                             *(m.source_thread for m in merge.merged)] if t))
-    messages = list(dict.fromkeys([*kept.source_messages, *(x for m in merge.merged for x in m.source_messages)]))
-    merged_from = list(dict.fromkeys([*kept.metadata.get("merged_from", []), *(m.id for m in merge.merged)]))
-    kept.source_messages, kept.updated_at = messages, now
-    kept.metadata = {**kept.metadata, "merged_from": merged_from, "source_threads": threads}
-    ledger = ledger_key(store, kept.user_id, kept.memory_type)
-    pipe = store.redis.pipeline(transaction=True)
-    for path, value in (("source_messages", messages), ("metadata", kept.metadata), ("updated_at", now)):
-        pipe.json().set(store.key(kept.id), f"$.{path}", value)
-    for m in merge.merged:
-        _close(store, pipe, m, now, kept.id)
-        if m.content_hash != kept.content_hash:
-            pipe.hdel(ledger, m.content_hash)
-    pipe.execute()

@@ -1,19 +1,17 @@
 """Extraction: turn a conversation into candidate long-term memories (the ``extract_memories`` task).
 
-:class:`ExtractedMemories` accepts the shapes real models return (a bare list, one object,
-``{"episodic": [...]}``, odd key case), drops unusable items with a warning and fails only
-when nothing usable is left, so the runner repairs once. A failed task yields no memories.
+:class:`ExtractedMemories` also takes a bare list or one object and drops unusable items (logged); it fails
+only when nothing usable is left, so the runner repairs once. A failed task yields no memories.
 """
 from __future__ import annotations
 
 import logging
-import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
-from pydantic import BaseModel, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError, field_validator, model_validator
 
-from ..llm.task import Task, TaskFailed, Text, is_placeholder, parse_json, run_task
+from ..llm.task import Task, TaskFailed, Text, parse_json, run_task
 from ..messages import Message, as_messages
 
 log = logging.getLogger(__name__)
@@ -45,9 +43,6 @@ class CandidateMemory:
     type: str
     content: str
 
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
-
 
 def transcript(messages: Sequence[Message]) -> str:
     """``user: ...`` / ``assistant: ...`` lines; a message's extra lines are indented."""
@@ -71,55 +66,15 @@ class CandidateMemoryModel(BaseModel):
     type: Literal["episodic", "semantic"]
     content: Text
 
+    @field_validator("type", mode="before")
+    @classmethod
+    def _lower(cls, value):
+        return value.strip().lower() if isinstance(value, str) else value
 
-_TYPE_KEYS = ("type", "memory_type", "kind", "category")
-_CONTENT_KEYS = ("content", "text", "memory", "fact", "statement", "value")
-
-
-def _field(item: dict[str, Any], names: Sequence[str]) -> Any:
-    lowered = {str(k).strip().lower(): v for k, v in item.items()}
-    return next((lowered[n] for n in names if n in lowered), None)
-
-
-def _normalize_type(value: Any, content: str) -> str | None:
-    if value is None:
-        return "episodic" if re.match(r"(the )?user\b", content, re.IGNORECASE) else "semantic"
-    text = str(value).strip().lower()
-    return next((t for t in TYPES if t in text), None)
-
-
-def _items(data: Any) -> list[Any]:
-    """The list of memory items in whatever shape the model chose."""
-    if isinstance(data, list):
-        return data
-    if isinstance(data, dict):
-        inner = _field(data, ("memories", "items", "results", "facts", "data"))
-        if isinstance(inner, list):
-            return inner
-        if _field(data, _CONTENT_KEYS) is not None:
-            return [data]
-        return [{"type": k, "content": c} for k, v in data.items() if _normalize_type(k, "")
-                for c in (v if isinstance(v, list) else [v])]
-    return []
-
-
-def _clean(item: Any) -> dict[str, str] | None:
-    """One usable ``{"type", "content"}`` item, or None (logged) for anything else."""
-    if isinstance(item, str):
-        item = {"content": item}
-    if not isinstance(item, dict):
-        log.warning("memory extraction: skipped item %.80r (not an object)", item)
-        return None
-    content = _field(item, _CONTENT_KEYS)
-    if not isinstance(content, str) or is_placeholder(content):
-        log.warning("memory extraction: skipped item without content: %.80r", item)
-        return None
-    content = " ".join(content.split())[:MAX_CONTENT_CHARS]
-    mtype = _normalize_type(_field(item, _TYPE_KEYS), content)
-    if mtype is None:
-        log.warning("memory extraction: skipped item of unknown type %.80r", item)
-        return None
-    return {"type": mtype, "content": content}
+    @field_validator("content")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        return " ".join(value.split())[:MAX_CONTENT_CHARS]
 
 
 class ExtractedMemories(BaseModel):
@@ -130,15 +85,22 @@ class ExtractedMemories(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _tolerant(cls, data: Any) -> Any:
-        items = _items(data)
-        if not items and data not in ([], {}, {"memories": []}):
-            raise ValueError(f"expected {{'memories': [...]}}, got {str(data)[:80]!r}")
-        cleaned = {}  # by casefolded content: the first of each duplicate wins
-        for got in filter(None, map(_clean, items)):
-            cleaned.setdefault(got["content"].casefold(), got)
-        if items and not cleaned:
+        """A bare list or one object stand for the list; unusable items are dropped (logged), repeats too."""
+        if isinstance(data, dict):
+            data = data.get("memories", [data] if "content" in data else None)
+        if not isinstance(data, list):
+            raise ValueError("expected {'memories': [...]}")
+        kept: dict[str, CandidateMemoryModel] = {}
+        for item in data:
+            try:
+                memory = CandidateMemoryModel.model_validate(item)
+            except ValidationError:
+                log.warning("memory extraction: skipped unusable item %.80r", item)
+                continue
+            kept.setdefault(memory.content.casefold(), memory)
+        if data and not kept:
             raise ValueError("no item has a type (episodic or semantic) and real content")
-        return {"memories": list(cleaned.values())}
+        return {"memories": list(kept.values())}
 
 
 EXTRACT = Task("extract_memories", EXTRACTION_PROMPT, input=ExtractInput, output=ExtractedMemories,

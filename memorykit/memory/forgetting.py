@@ -7,32 +7,23 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from redisvl.query import FilterQuery
 
 from .index import SYSTEM_USER, delete_keys, owner_filter
 from .retrieval import DAY, Recency, as_float
 
-_FIELDS = ["id", "$.user_id", "$.memory_type", "$.content", "$.created_at", "$.last_accessed",
-           "$.invalid_at", "$.metadata.pinned"]
+_FIELDS = ["id", "$.user_id", "$.content", "$.created_at", "$.last_accessed", "$.invalid_at", "$.metadata.pinned"]
 
 
 @dataclass(frozen=True)
 class ForgettingPolicy:
-    """What may be forgotten. Unset rules do nothing; a memory goes if any rule selects it.
-
-    ``budget`` keeps each user's ``budget`` most recent memories (by :class:`Recency`, so a
-    memory used yesterday outranks one merely created yesterday). ``superseded_days``
-    forgets old versions replaced by a newer fact more than that many days ago.
-    ``memory_types`` limits the policy to those types (None: all).
-    """
+    """What may be forgotten (unset rules do nothing). ``budget`` keeps each user's most recent current
+    memories by :class:`Recency`, so a memory used yesterday outranks one merely created yesterday."""
 
     max_age_days: float | None = None
     max_inactive_days: float | None = None
     budget: int | None = None
-    superseded_days: float | None = None
-    memory_types: Sequence[str] | None = None
     recency: Recency = field(default_factory=Recency)
 
 
@@ -42,7 +33,6 @@ class Forget:
 
     id: str
     user_id: str
-    memory_type: str
     content: str
     reason: str
 
@@ -57,23 +47,19 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
     kept: dict[str, list[tuple[float, str, dict]]] = defaultdict(list)
     for row in (row for page in store.index.paginate(everyone, page_size=1000) for row in page):
         mid = row["id"].rsplit(":", 1)[-1]
-        owner, mtype = row.get("$.user_id", ""), row.get("$.memory_type", "")
-        pinned = str(row.get("$.metadata.pinned", "")).lower() in ("true", "1")
-        if pinned or (policy.memory_types and mtype not in policy.memory_types):
+        owner = row.get("$.user_id", "")
+        if str(row.get("$.metadata.pinned", "")).lower() in ("true", "1"):
             continue
         created = as_float(row.get("$.created_at")) or now
         used = as_float(row.get("$.last_accessed")) or created
         invalid = as_float(row.get("$.invalid_at"))
         age, idle = (now - created) / DAY, (now - used) / DAY
         reason = None
-        if policy.superseded_days is not None and invalid is not None \
-                and (now - invalid) / DAY > policy.superseded_days:
-            reason = f"superseded {(now - invalid) / DAY:.0f} d ago > {policy.superseded_days:g} d"
-        elif policy.max_age_days is not None and age > policy.max_age_days:
+        if policy.max_age_days is not None and age > policy.max_age_days:
             reason = f"age {age:.0f} d > {policy.max_age_days:g} d"
         elif policy.max_inactive_days is not None and idle > policy.max_inactive_days:
             reason = f"not used for {idle:.0f} d > {policy.max_inactive_days:g} d"
-        info = dict(id=mid, user_id=owner, memory_type=mtype, content=row.get("$.content", ""))
+        info = dict(id=mid, user_id=owner, content=row.get("$.content", ""))
         if reason:
             out[mid] = Forget(reason=reason, **info)
         elif invalid is None:
@@ -89,11 +75,10 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
     return sorted(out.values(), key=lambda f: (f.user_id, f.reason, f.id))
 
 
-def forget(store, policy: ForgettingPolicy, *, user_id: str | None = None, now: float | None = None,
-           dry_run: bool = False) -> list[Forget]:
-    """Apply the policy (or, with ``dry_run``, only list): returns what was (or would be) deleted."""
+def forget(store, policy: ForgettingPolicy, *, user_id: str | None = None, now: float | None = None) -> list[Forget]:
+    """Apply the policy (:func:`plan` is its dry run): returns what was deleted."""
     doomed = plan(store, policy, user_id=user_id, now=now)
-    if not dry_run and doomed:
+    if doomed:
         delete_keys(store.redis, [store.key(f.id) for f in doomed])
     return doomed
 

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Sequence
 
 import redis
 from redisvl.index import SearchIndex
+from redisvl.migration.utils import canonicalize_schema
 from redisvl.query import FilterQuery, VectorQuery, VectorRangeQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
 from redisvl.schema import IndexSchema
@@ -33,17 +34,10 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:32]
 
 
-_COMPARED_ATTRS = ("case_sensitive", "separator", "index_missing", "dims", "algorithm", "distance_metric", "datatype")
-
-
-def _signature(schema: IndexSchema) -> dict[str, Any]:
-    """What must match between the code's schema and the index in Redis (other attributes may vary)."""
-    spec = schema.to_dict()
-    out: dict[str, Any] = {"prefix": spec["index"]["prefix"], "storage": spec["index"]["storage_type"]}
-    for f in spec["fields"]:
-        attrs = {a: str(v).lower() for a, v in f.get("attrs", {}).items() if a in _COMPARED_ATTRS}
-        out[f"field {f['name']!r}"] = (f["type"], f.get("path"), attrs)
-    return out
+def _parts(schema: IndexSchema) -> dict[str, Any]:
+    """The index settings and each field, as RedisVL normalises them for comparison."""
+    spec = canonicalize_schema(schema.to_dict(), strip_excluded=True)
+    return {"index": spec["index"], **{f"field {f['name']!r}": f for f in spec["fields"]}}
 
 
 def ensure_index(client: redis.Redis, schema_dict: dict[str, Any]) -> SearchIndex:
@@ -58,7 +52,7 @@ def ensure_index(client: redis.Redis, schema_dict: dict[str, Any]) -> SearchInde
             if not index.exists():
                 raise
     name = schema_dict["index"]["name"]
-    want, have = _signature(wanted), _signature(SearchIndex.from_existing(name, redis_client=client).schema)
+    want, have = _parts(wanted), _parts(SearchIndex.from_existing(name, redis_client=client).schema)
     diffs = [f"{k}: index has {have.get(k)!r}, code expects {want.get(k)!r}"
              for k in sorted(want.keys() | have.keys()) if want.get(k) != have.get(k)]
     if diffs:
@@ -110,11 +104,8 @@ _TAG_SAFE = str.maketrans({"_": "%5F", ".": "%2E", "-": "%2D", "~": "%7E"})
 
 
 def owner_tag(user_id: str) -> str:
-    """The indexed form of an id: percent-encoded down to letters, digits and ``%``.
-
-    No id can then look like another to a TAG field (which splits on commas, trims spaces
-    and, unless case-sensitive, folds case), nor break the query syntax (a lone ``_`` does).
-    """
+    """The indexed form of an id, percent-encoded down to letters, digits and ``%``: no id looks like another
+    to a TAG field (which splits on commas, trims spaces, folds case) or breaks the query syntax."""
     return encode(user_id).translate(_TAG_SAFE)
 
 
@@ -135,13 +126,11 @@ def owner_filter(user_id: str | Sequence[str], field: str = "user_id") -> Filter
 def memory_type_list(memory_types: str | Sequence[str] | None) -> list[str]:
     """Normalize ``"episodic"`` / ``["EPISODIC", "semantic"]`` / None (all readable types)."""
     if memory_types is None:
-        return ["episodic", "semantic"]
-    if isinstance(memory_types, str):
-        memory_types = [memory_types]
-    out = [str(t).strip().lower() for t in memory_types]
-    unknown = [t for t in out if t not in MEMORY_TYPES]
-    if unknown or not out:
-        raise ValidationError(f"memory_types must be among {MEMORY_TYPES}, got {list(memory_types)}")
+        memory_types = ["episodic", "semantic"]
+    types = [memory_types] if isinstance(memory_types, str) else list(memory_types)
+    out = [str(t).strip().lower() for t in types]
+    if not out or any(t not in MEMORY_TYPES for t in out):
+        raise ValidationError(f"memory_types must be among {MEMORY_TYPES}, got {types}")
     return out
 
 
@@ -190,19 +179,13 @@ def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None
     texts: list[str] = []
     names = [n.decode() if isinstance(n, bytes) else n for n in client.execute_command("FT._LIST")]
     for index in (SearchIndex.from_existing(n, redis_client=client) for n in names if n.startswith(f"{namespace}_")):
-        if "user_id" not in index.schema.fields:
-            continue
-        # owner fields read from a *_tag path hold the encoded id (owner_field); others the raw id
-        path = getattr(index.schema.fields["user_id"], "path", None) or ""
-        value = owner_tag(user_id) if path.endswith("_tag") else user_id
-        fields = ["id", "user_id"] + [f for f in ("content", "text") if f in index.schema.fields]
-        q = FilterQuery(filter_expression=Tag("user_id") == value, return_fields=fields, num_results=1000)
-        for page in index.paginate(q, page_size=500):
-            for row in page:
-                if row.get("user_id") != value:  # a case-folding tag index matched "Bob" for "bob"
-                    continue
-                doomed.add(row["id"])
-                texts.extend(row[f] for f in fields[2:] if row.get(f))
+        if getattr(index.schema.fields.get("user_id"), "path", None) != owner_field()["path"]:
+            continue  # not an index of memorykit's: its owners are not encoded case-sensitive tags
+        fields = ["id"] + [f for f in ("content", "text") if f in index.schema.fields]
+        q = FilterQuery(filter_expression=owner_filter(user_id), return_fields=fields, num_results=1000)
+        for row in (row for page in index.paginate(q, page_size=500) for row in page):
+            doomed.add(row["id"])
+            texts.extend(row[f] for f in fields[1:] if row.get(f))
     user = encode(user_id)
     for structure in USER_KEY_STRUCTURES:
         for owner in (user, "{" + user + "}"):  # plain, or as a cluster hash tag (keys.user_key)

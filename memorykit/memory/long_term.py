@@ -1,8 +1,7 @@
 """Long-term memory: episodic and semantic memories as JSON documents in a RedisVL index.
 
-Episodic memories belong to one user; semantic ones (general facts) to the ``system`` user
-unless a user id is given, and everyone can read those. A changed fact never overwrites the
-old one (see :mod:`.dedup`): searches return current memories unless asked ``as_of`` a past time.
+Episodic memories belong to one user; semantic ones to the ``system`` user unless a user id is given (all
+read those). A changed fact never overwrites the old one (:mod:`.dedup`): searches return current ones.
 """
 from __future__ import annotations
 
@@ -83,7 +82,6 @@ def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
             owner_field("user_id"),
             {"name": "memory_type", "type": "tag"},
             {"name": "topics", "path": "$.topics[*]", "type": "tag"},
-            {"name": "speaker", "path": "$.metadata.speaker", "type": "tag"},  # who said it (retrieval cues)
             {"name": "content_hash", "type": "tag"},
             {"name": "created_at", "type": "numeric"},
             {"name": "last_accessed", "type": "numeric"},
@@ -99,34 +97,30 @@ class MemoryStore:
 
     touch_interval: float = 60.0
 
-    def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit",
-                 distance_threshold: float | None = None):
+    def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit"):
         self.redis = redis_client
         self.embedder = embedder
         self.namespace = check_namespace(namespace)
-        self.distance_threshold = distance_threshold
         self.schema = memory_schema(namespace, embedder.dims)
         self.index = ensure_index(redis_client, self.schema)
 
     def key(self, memory_id: str) -> str:
         return key(self.namespace, "memory", memory_id)
 
-    def _new(self, content: str, user_id: str | None, memory_type: str, **extra) -> Memory:
+    def _new(self, content: str, user_id: str | None, memory_type: str, *, topics: Sequence[str] | None = None,
+             observed_at: float | None = None, **extra) -> Memory:
         if memory_type not in MEMORY_TYPES:
             raise ValidationError(f"memory_type must be one of {MEMORY_TYPES}, got {memory_type!r}")
         if not isinstance(content, str) or not content.strip():
             raise ValidationError("a memory needs non-empty content")
         if len(content) > MAX_MEMORY_CHARS:
-            raise ValidationError(
-                f"a memory is limited to {MAX_MEMORY_CHARS} characters (got {len(content)}): "
-                "store a short statement, not a document")
+            raise ValidationError(f"a memory is limited to {MAX_MEMORY_CHARS} characters (got {len(content)}): "
+                                  "store a short statement, not a document")
         user_id, now = owner_of(user_id, memory_type), time.time()
-        observed_at = extra.pop("observed_at", None)
-        topics = [t.strip().lower() for t in (extra.pop("topics", None) or []) if t and t.strip()]
-        return Memory(content=content.strip(), user_id=user_id, memory_type=memory_type,
-                      content_hash=content_hash(content), topics=topics, created_at=now,
-                      updated_at=now, valid_from=observed_at if observed_at is not None else now,
-                      **extra)
+        topics = [t.strip().lower() for t in topics or [] if t and t.strip()]
+        return Memory(content=content.strip(), user_id=user_id, memory_type=memory_type, topics=topics,
+                      content_hash=content_hash(content), created_at=now, updated_at=now,
+                      valid_from=now if observed_at is None else observed_at, **extra)
 
     def _doc(self, memory: Memory, vector: list[float]) -> dict[str, Any]:
         doc = {k: v for k, v in asdict(memory).items() if v is not None}  # missing invalid_at == current
@@ -208,35 +202,30 @@ class MemoryStore:
                 m.last_accessed = now
         return len(stale)
 
-    def _filter(self, user_id, memory_types, as_of, include_superseded, filters):
+    def _filter(self, user_id, memory_types, as_of=None, include_superseded=False) -> FilterExpression:
         expr = user_scope(user_id, memory_types)
-        if not include_superseded:
-            expr = expr & validity(as_of)
-        if filters is not None:
-            expr = expr & filters
-        return expr
+        return expr if include_superseded else expr & validity(as_of)
 
     def search(self, query: str, user_id: str | None = None,
                memory_types: Sequence[str] = ("episodic", "semantic"), k: int = 5,
                distance_threshold: float | None = None, *, topics: Sequence[str] | None = None,
-               filters: FilterExpression | None = None, as_of: float | None = None,
-               include_superseded: bool = False, touch: bool = True,
-               vector: Sequence[float] | None = None, mode: str = "vector",
-               recency=None) -> list[MemoryHit]:
+               filters: FilterExpression | None = None, as_of: float | None = None, touch: bool = True,
+               vector: Sequence[float] | None = None, mode: str = "vector", recency=None) -> list[MemoryHit]:
         """Nearest memories the user may see, closest first, with cosine distances (0 = same);
         ``mode="text" | "hybrid"`` and ``recency`` rank as in :mod:`.retrieval`."""
         if user_id is not None:
             check_id(user_id, "user_id")
-        expr = self._filter(user_id, memory_types, as_of, include_superseded, filters)
+        expr = self._filter(user_id, memory_types, as_of)
         if topics:
             expr = expr & (Tag("topics") == [t.lower() for t in topics])
+        if filters is not None:
+            expr = expr & filters
         vector = list(vector) if vector is not None else self.embedder.embed(query)
-        threshold = distance_threshold if distance_threshold is not None else self.distance_threshold
         if mode != "vector" or recency:
             hits = retrieval.search(self, query, vector, expr, user_id=user_id,
                                     memory_types=memory_types, k=k, mode=mode, recency=recency)
         else:
-            hits = self._hits(nearest(self.index, vector, expr, k, threshold), user_id, memory_types)
+            hits = self._hits(nearest(self.index, vector, expr, k, distance_threshold), user_id, memory_types)
         if touch:
             self.touch([h.memory for h in hits])
         return hits
@@ -255,47 +244,33 @@ class MemoryStore:
         return hits
 
     def list(self, user_id: str | None = None, memory_types: Sequence[str] = ("episodic", "semantic"),
-             *, include_superseded: bool = False, as_of: float | None = None,
-             limit: int = 1000) -> list[Memory]:
+             *, include_superseded: bool = False, limit: int = 1000) -> list[Memory]:
         """Memories a user may see (newest first), without a query."""
-        expr = self._filter(user_id, memory_types, as_of, include_superseded, None)
+        expr = self._filter(user_id, memory_types, include_superseded=include_superseded)
         q = FilterQuery(filter_expression=expr, return_fields=["id"], num_results=limit)
         q.sort_by("created_at", asc=False)
         return [m for m in self.get_many(row_ids(self.index.query(q))) if m]
 
-    def count(self, user_id: str | None = None,
-              memory_types: Sequence[str] = ("episodic", "semantic")) -> int:
-        expr = self._filter(user_id, memory_types, None, False, None)
-        return int(self.index.query(CountQuery(filter_expression=expr)))
+    def count(self, user_id: str | None = None, memory_types: Sequence[str] = ("episodic", "semantic")) -> int:
+        return int(self.index.query(CountQuery(filter_expression=self._filter(user_id, memory_types))))
 
     def history(self, memory_id: str) -> list[Memory]:
         """The supersession chain ``memory_id`` belongs to, oldest first (a missing link ends it)."""
         start = self.get(memory_id)
         if start is None:
             raise ValidationError(f"no memory with id {memory_id!r}")
-        seen = {start.id}
-        older = self._walk(start, "supersedes", seen)
-        return older[::-1] + [start] + self._walk(start, "superseded_by", seen)
-
-    def _walk(self, cur: Memory, link: str, seen: set[str]) -> list[Memory]:
-        chain = []
-        while getattr(cur, link) and getattr(cur, link) not in seen:
-            cur = self.get(getattr(cur, link))
-            if cur is None:
-                break
-            chain.append(cur)
-            seen.add(cur.id)
+        chain, seen = [start], {start.id}
+        for link in ("supersedes", "superseded_by"):
+            cur = start
+            while getattr(cur, link) and getattr(cur, link) not in seen:
+                cur = self.get(getattr(cur, link))
+                if cur is None:
+                    break
+                seen.add(cur.id)
+                chain.insert(0 if link == "supersedes" else len(chain), cur)
         return chain
 
-    def remember(self, content: str, user_id: str | None = None, memory_type: str = "episodic", *,
-                 observed_at: float | None = None, llm=None, **kwargs):
-        """The agent's write path: hash -> semantic -> decision -> apply (see memory/dedup.py)."""
-        return dedup.remember(self, content, user_id=user_id, memory_type=memory_type,
-                              observed_at=observed_at, llm=llm, **kwargs)
-
-    def consolidate(self, user_id: str, **kwargs):
-        """Merge clusters of duplicates already stored for this user (see memory/dedup.py)."""
-        return dedup.consolidate(self, user_id, **kwargs)
+    remember = dedup.remember  # the agent's write path: hash -> vectors -> decision -> apply (memory/dedup.py)
 
     def forget_user(self, user_id: str) -> int:
         """Remove everything memorykit stored for this user in this namespace; returns keys deleted."""

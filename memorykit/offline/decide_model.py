@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from ..config import data_path
-from ..memory.dedup import as_fact
+from ..course.dedup_eval import as_fact
 
 LABELS = ("duplicate", "update", "invalidate", "new")
 THREE = {"duplicate": "duplicate", "update": "update", "invalidate": "update", "new": "new"}

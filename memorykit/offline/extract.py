@@ -10,6 +10,7 @@ by ``benchmarks/long_term.py --extraction``.
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 
 from ..memory.extraction import MAX_CONTENT_CHARS, CandidateMemory, ExtractedMemories, ExtractInput
 from .text import STOPWORDS, content_words, normalize, sentences, stem, third_person
@@ -22,7 +23,7 @@ def run(inp: ExtractInput, tools=None) -> ExtractedMemories:
         if message.role == "user":
             for c in rule_extract(message.content):
                 found.setdefault(c.content.casefold(), c)
-    return ExtractedMemories(memories=[c.to_dict() for c in found.values()])
+    return ExtractedMemories(memories=[asdict(c) for c in found.values()])
 
 
 _NAME_INTRO = re.compile(
