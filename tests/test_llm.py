@@ -331,11 +331,6 @@ def test_an_example_the_input_says_is_kept(fake):
     assert out.notes[0].content == "User went to Rome in 2010" and len(fake.requests) == 1
 
 
-def test_a_bare_list_answer_is_accepted_for_a_one_list_output(fake):
-    fake.script = [json.dumps([{"kind": "travel", "content": "Paris"}])]
-    assert run_task(client(fake), NOTES, Say(text="a")).notes[0].content == "Paris"
-
-
 def test_an_empty_reply_is_a_task_failure(fake):
     fake.script = [""]
     with pytest.raises(TaskFailed, match="empty reply"):
