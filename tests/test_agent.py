@@ -353,13 +353,10 @@ def test_a_failing_hook_is_reported(r, ns, llm):
 # ---------------------------------------------------------------- feedback and the scripted comparison
 def test_feedback_is_stored_and_guides_the_next_prompt(agent):
     turn = agent.chat("Hi, I'm Lena.", user_id="lena", thread_id="t1")
-    assert agent.give_feedback(turn, "positive") == "added"
+    assert agent.feedback.mark("lena", turn.user_message.content, turn.reply, "positive") == "added"
     nxt = agent.chat("Hi, I'm Lena.", user_id="lena", thread_id="t2")
     assert "GOOD:" in nxt.prompt[0].content
-    assert agent.give_feedback(turn, "positive") == "removed"
-    stateless = mk.MemoryAgent(agent.r, llm=agent.llm, namespace=agent.namespace, memory=False)
-    with pytest.raises(mk.MemoryKitError):
-        stateless.give_feedback(turn, "positive")
+    assert agent.feedback.mark("lena", turn.user_message.content, turn.reply, "positive") == "removed"
 
 
 def test_answered_needs_every_keyword_and_no_admission_of_ignorance():
@@ -460,10 +457,10 @@ def test_the_question_is_embedded_once_per_turn(r, emb, llm, ns, monkeypatch, re
     turn = a.chat(question, user_id="raphael", thread_id="t1")
     a.close()
     assert turn.ok and "Paris" in turn.reply
-    # memories, recall, feedback (and procedures in tools mode) share one vector; in tools mode
-    # search_memory embeds the query the model wrote (here the same words) once more
+    # memories, recall and feedback share one vector; in tools mode search_memory embeds the
+    # query the model wrote (here the same words) once more
     assert seen.count((True, question)) == (1 if retrieval == "inject" else 2)
-    assert seen.count((False, question)) <= 2  # indexing for recall (and storing a procedure)
+    assert seen.count((False, question)) <= 1  # indexing for recall
 
 
 def test_the_system_prompt_and_thread_ttl_are_the_callers(r, emb, ns):

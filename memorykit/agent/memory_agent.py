@@ -14,7 +14,7 @@ import redis
 
 from ..config import settings
 from ..embeddings import get_embedder
-from ..errors import LLMError, MemoryKitError, ValidationError
+from ..errors import LLMError, ValidationError
 from ..keys import check_id
 from ..llm.factory import get_llm
 from ..llm.task import Task, TaskFailed, Usage, track_usage
@@ -22,7 +22,6 @@ from ..llm.tools import Tool
 from ..memory.extraction import extract_memories
 from ..memory.feedback import FeedbackStore
 from ..memory.long_term import MemoryHit, MemoryStore
-from ..memory.procedural import ProcedureStore, evaluate_workflow
 from ..memory.recall import MessageIndex
 from ..memory.short_term import ChatHistory
 from ..memory.summarize import ByCount, summarize_if_needed
@@ -37,7 +36,7 @@ log = logging.getLogger(__name__)
 MODES = ("full", "short_term", False)
 RETRIEVALS = ("inject", "tools")
 FOREGROUND_STEPS = ("load", "retrieve", "model", "store")
-BACKGROUND_STEPS = ("index", "extract", "remember", "working", "procedure", "summarize")
+BACKGROUND_STEPS = ("index", "extract", "remember", "working", "summarize")
 EXPECTED = (TaskFailed, LLMError, redis.RedisError)  # failures logged without a traceback
 
 
@@ -67,12 +66,10 @@ class Turn:
     prompt_tokens: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
     reply_ms: float = 0.0  # what the user waited: chat() call to return (inline writes included)
-    suggestion: Any = None
     retries: list[str] = field(default_factory=list)
     error: str | None = None
     failed_steps: dict[str, str] = field(default_factory=dict)
     usage: list[Usage] = field(default_factory=list)
-    vector: list[float] | None = field(default=None, repr=False)  # the question's embedding, shared
     saved: bool = False
 
     @property
@@ -131,12 +128,11 @@ class MemoryAgent:
         self.background = background  # False: chat() waits for the writes (same writer thread)
         self.before_model, self.after_model = list(before_model), list(after_model)
         self.embedder = embedder
-        self.store = self.working = self.procedures = self.feedback = self.recall = None
+        self.store = self.working = self.feedback = self.recall = None
         if memory == "full":
             self.embedder = embedder or get_embedder(r)
             self.store = MemoryStore(r, self.embedder, namespace=namespace)
             self.recall = MessageIndex(r, self.embedder, namespace=namespace)
-            self.procedures = ProcedureStore(r, self.embedder, namespace=namespace)
             self.feedback = FeedbackStore(r, self.embedder, namespace=namespace)
             self.working = WorkingMemory(r, namespace=namespace, template=PROFILE_TEMPLATE, scope="user")
         self._executor = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="memorykit-writes")
@@ -243,7 +239,7 @@ class MemoryAgent:
         inp = ReplyInput(question=question, history=past, system=self.system_prompt)
         if self.memory != "full":
             return inp
-        vector = turn.vector = self.embedder.embed(question)
+        vector = self.embedder.embed(question)
         if self.retrieval == "inject":
             turn.memories_used = self.store.search(question, user_id=uid, k=5, vector=vector,
                                                    distance_threshold=self.distance_threshold)
@@ -255,11 +251,6 @@ class MemoryAgent:
         inp.recalled = [f"{h.message.role}: {h.message.content.strip()}" for h in turn.recalled]
         guidance = self.feedback.examples(question, user_id=uid, k=2, vector=vector)
         inp.guidance = guidance.block if guidance else None
-        hits = self.procedures.suggest(question, k=1, user_id=uid, vector=vector) if self.retrieval == "tools" else []
-        if hits:
-            turn.suggestion = hits[0]
-            inp.suggestion = (f"A similar earlier question was answered well with these tools, in order: "
-                              f"{', '.join(hits[0].procedure.tools_used)} (similarity {hits[0].similarity:.2f}).")
         return inp
 
     def _tools(self, turn: Turn) -> list[Tool]:
@@ -356,21 +347,5 @@ class MemoryAgent:
                         source_thread=tid, source_messages=[said.id]))
             with self._step(turn, "working"):
                 self.working.observe(said, self.llm, user_id=uid, thread_id=tid)
-            if turn.tool_calls:
-                with self._step(turn, "procedure"):
-                    names = [c.get("function", {}).get("name", "") for c in turn.tool_calls]
-                    model_ms = turn.timings_ms.get("model", 0.0)
-                    evaluation = evaluate_workflow(names, turn.tool_results, turn.reply, model_ms)
-                    if evaluation.success_score >= self.procedures.min_score:
-                        self.procedures.store(said.content, names, evaluation.success_score, model_ms,
-                                              vector=turn.vector)
         with self._step(turn, "summarize"):
             summarize_if_needed(self.history(uid, tid), self.llm, policy=self.summary_policy)
-
-    def give_feedback(self, turn: Turn, label: str) -> str | None:
-        """👍 / 👎 on a reply: "added", "switched" or "removed" (the same label again removes it)."""
-        if self.feedback is None:
-            raise MemoryKitError("feedback is stored only with memory='full'")
-        if not turn.reply:
-            raise ValidationError("this turn has no reply to give feedback on")
-        return self.feedback.mark(turn.user_id, turn.user_message.content, turn.reply, label)
