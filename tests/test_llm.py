@@ -343,7 +343,6 @@ def test_usage_comes_from_the_server(fake):
         run_task(client(fake), NOTES, Say(text="a"))
     (u,) = calls
     assert (u.task, u.prompt_tokens, u.completion_tokens, u.ok, u.estimated) == ("take_notes", 11, 7, True, False)
-    assert u.latency_ms > 0 and u.backend.startswith("test-model @ http://127.0.0.1")
 
 
 # ---------------------------------------------------------------- deadlines and retries

@@ -1,9 +1,5 @@
-"""OpenAI or any OpenAI-compatible server (Ollama, vLLM, LM Studio, llama.cpp), bounded.
-
-Every request carries ``max_tokens``; a call has one deadline (``MEMORYKIT_LLM_TIMEOUT``) and is retried
-only for 429, 5xx and connection errors, never after a timeout (the server may still be generating).
-A server that rejects ``json_schema`` output is asked, one step down each time and remembered, for
-``json_object`` with the schema, plain ``json_object``, then plain text with the schema in the prompt.
+"""OpenAI or any OpenAI-compatible server (Ollama, vLLM, LM Studio, llama.cpp): every request carries
+``max_tokens``; one deadline per call; retries only for 429, 5xx and connection errors, never after a timeout.
 """
 from __future__ import annotations
 
@@ -24,13 +20,10 @@ _FORMAT_WORDS = ("response_format", "json_schema", "json schema", "json_object")
 
 
 class OpenAIChat:
-    """A chat client with a per-call deadline, bounded output and a remembered JSON-mode fallback.
-
-    ``inline_tool_results=True`` sends tool results as user messages, for servers whose chat
-    template drops the ``tool`` role (llama-cpp-python's ``chatml-function-calling``).
-    ``stream=True`` streams requests without tools and hangs up at the deadline, so a server
-    that would finish an abandoned generation (llama-cpp-python) stops at once instead.
-    """
+    """A chat client with a per-call deadline, bounded output and a remembered fallback from ``json_schema``
+    down ``FORMAT_MODES`` (to the schema in the prompt). ``inline_tool_results``: tool results as user
+    messages (templates that drop the tool role); ``stream``: hang up at the deadline (llama-cpp-python
+    finishes an abandoned generation otherwise)."""
 
     def __init__(self, model: str | None = None, *, api_key: str | None = None, base_url: str | None = None,
                  timeout: float | None = None, max_retries: int = 2, label: str | None = None,
@@ -85,19 +78,15 @@ class OpenAIChat:
         return reply
 
     def _apply_format(self, kwargs: dict[str, Any], response_format: dict, plain: list[dict]) -> None:
-        """Shape ``response_format`` (and, below json_schema, the prompt) for the current mode."""
-        kwargs.pop("response_format", None)
-        kwargs["messages"] = plain
-        if response_format.get("type") != "json_schema" or self.format_mode == "json_schema":
-            kwargs["response_format"] = response_format
-            return
+        """Shape ``response_format`` (and, below json_object_schema, the system message) for the current mode."""
+        mode = self.format_mode if response_format.get("type") == "json_schema" else "json_schema"
         schema = response_format.get("json_schema", {}).get("schema") or {"type": "object"}
-        if self.format_mode == "json_object_schema":
-            kwargs["response_format"] = {"type": "json_object", "schema": schema}
-            return
-        if self.format_mode == "json_object":
-            kwargs["response_format"] = {"type": "json_object"}
-        kwargs["messages"] = _with_schema_instruction(plain, schema)
+        formats = {"json_schema": response_format, "json_object_schema": {"type": "json_object", "schema": schema},
+                   "json_object": {"type": "json_object"}}
+        kwargs.pop("response_format", None)
+        if mode in formats:
+            kwargs["response_format"] = formats[mode]
+        kwargs["messages"] = _with_schema_instruction(plain, schema) if mode in ("json_object", "prompt") else plain
 
     def _send(self, kwargs: dict[str, Any], response_format: dict | None, plain: list[dict],
               deadline: float) -> Message:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -88,13 +87,11 @@ class Task(Generic[I, O]):
 
 @dataclass
 class Usage:
-    """One task call: tokens in / out (from the server, or estimated), latency, outcome."""
+    """One task call: tokens in / out (from the server, or estimated) and its outcome."""
 
     task: str
-    backend: str
     prompt_tokens: int
     completion_tokens: int
-    latency_ms: float
     ok: bool = True
     estimated: bool = False
     error: str | None = None
@@ -184,19 +181,17 @@ def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | No
     if not isinstance(inp, task.input):
         inp = task.input.model_validate(inp)
     budget = max_tokens or settings().max_tokens_for(task.name, task.max_tokens)
-    started = time.perf_counter()
     try:
         if not hasattr(llm, "perform"):
             return _run_remote(llm, task, inp, tools, budget)
         result = _checked(task, llm.perform(task, inp, tools=tools))
-        _record(Usage(task.name, llm.label, count_tokens(task.render(inp)), 0,
-                      (time.perf_counter() - started) * 1000, estimated=True))
+        _record(Usage(task.name, count_tokens(task.render(inp)), 0, estimated=True))
         return result
     except TaskFailed:
         raise  # the failed call's usage record already says so
     except (ValueError, LLMError) as exc:  # pydantic's ValidationError is a ValueError
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        _record(Usage(task.name, llm.label, 0, 0, (time.perf_counter() - started) * 1000, ok=False, error=reason))
+        _record(Usage(task.name, 0, 0, ok=False, error=reason))
         raise TaskFailed(task.name, reason) from exc
 
 
@@ -236,11 +231,9 @@ def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools: list[dict] | 
 
 def _chat(llm: ChatModel, task: Task, messages: list[Message], **kwargs: Any) -> tuple[Message, Usage]:
     """One chat call, recorded with the server's token counts (estimated when it sends none)."""
-    started = time.perf_counter()
     reply = llm.chat(messages, **kwargs)
     counts = getattr(reply, "usage", None) or {}
     prompt, completion = counts.get("prompt_tokens"), counts.get("completion_tokens")
-    return reply, _record(Usage(task.name, getattr(llm, "label", type(llm).__name__),
-                                count_tokens(messages) if prompt is None else prompt,
+    return reply, _record(Usage(task.name, count_tokens(messages) if prompt is None else prompt,
                                 count_tokens(reply.content or "") if completion is None else completion,
-                                (time.perf_counter() - started) * 1000, estimated=prompt is None))
+                                estimated=prompt is None))
