@@ -17,6 +17,7 @@ import memorykit as mk
 from memorykit.errors import LLMError
 from memorykit.llm import OpenAIChat, Task, TaskFailed, Text, parse_json, run_task, track_usage
 from memorykit.course import local_model as local_llm
+from memorykit.course.local_model import LlamaCppChat
 
 
 class FakeOpenAI:
@@ -123,9 +124,9 @@ def fake():
     server.close()
 
 
-def client(fake, **kw) -> OpenAIChat:
+def client(fake, cls=OpenAIChat, **kw) -> OpenAIChat:
     kw.setdefault("max_retries", 2)
-    return OpenAIChat("test-model", api_key="sk-test", base_url=fake.url, **kw)
+    return cls("test-model", api_key="sk-test", base_url=fake.url, **kw)
 
 
 class Note(BaseModel):
@@ -231,7 +232,7 @@ def test_tool_results_inline_for_servers_that_drop_the_tool_role(fake):
                  "name": "search_memory", "arguments": "{}"}}]),
              mk.Message(role="tool", content='{"hits": ["Paris"]}', tool_call_id="c1", name="search_memory")]
     client(fake).chat(steps)
-    client(fake, inline_tool_results=True).chat(steps)
+    client(fake, LlamaCppChat).chat(steps)
     native, inline = (b["messages"][-1] for b in fake.bodies())
     assert native["role"] == "tool" and native["tool_call_id"] == "c1"
     assert inline == {"role": "user", "content": 'Result of search_memory: {"hits": ["Paris"]}'}
@@ -378,7 +379,7 @@ def test_retries_stay_inside_the_deadline(fake):
 
 def test_a_streamed_reply_hangs_up_at_the_deadline(fake):
     fake.script = [{"content": " ".join(["word"] * 50), "chunk_delay": 0.1}, "fast"]
-    llm = client(fake, timeout=1.0, stream=True)
+    llm = client(fake, LlamaCppChat, timeout=1.0)
     started = time.monotonic()
     with pytest.raises(LLMError, match="MEMORYKIT_LLM_TIMEOUT"):
         llm.chat([{"role": "user", "content": "write a lot"}])
@@ -391,14 +392,14 @@ def test_a_stream_that_stalls_midway_costs_one_deadline(fake):
     fake.script = [{"content": "hello there", "chunk_delay": 5}]
     started = time.monotonic()
     with pytest.raises(LLMError, match="MEMORYKIT_LLM_TIMEOUT"):
-        client(fake, timeout=1.0, stream=True).chat([{"role": "user", "content": "x"}])
+        client(fake, LlamaCppChat, timeout=1.0).chat([{"role": "user", "content": "x"}])
     assert time.monotonic() - started < 2.0 and len(fake.requests) == 1
 
 
 def test_a_streamed_reply_is_assembled(fake):
     fake.script = [{"content": "Paris in 2009"}, {"tool_calls": [{"id": "c1", "type": "function", "function": {
         "name": "search_memory", "arguments": "{}"}}]}]
-    llm = client(fake, stream=True)
+    llm = client(fake, LlamaCppChat)
     assert llm.chat([{"role": "user", "content": "x"}]).content.strip() == "Paris in 2009"
     assert llm.chat([{"role": "user", "content": "x"}], tools=TOOLS).tool_calls  # tools: not streamed
     assert [b.get("stream", False) for b in fake.bodies()] == [True, False]

@@ -21,13 +21,11 @@ _FORMAT_WORDS = ("response_format", "json_schema", "json schema", "json_object")
 
 class OpenAIChat:
     """A chat client with a per-call deadline, bounded output and a remembered fallback from ``json_schema``
-    down ``FORMAT_MODES`` (to the schema in the prompt). ``inline_tool_results``: tool results as user
-    messages (templates that drop the tool role); ``stream``: hang up at the deadline (llama-cpp-python
-    finishes an abandoned generation otherwise)."""
+    down ``FORMAT_MODES`` (to the schema in the prompt). llama-cpp-python's quirks: ``course.local_model``."""
 
     def __init__(self, model: str | None = None, *, api_key: str | None = None, base_url: str | None = None,
                  timeout: float | None = None, max_retries: int = 2, label: str | None = None,
-                 format_mode: str | None = None, inline_tool_results: bool = False, stream: bool = False):
+                 format_mode: str | None = None):
         import openai
 
         cfg = settings()
@@ -41,7 +39,7 @@ class OpenAIChat:
             raise LLMError(f"MEMORYKIT_LLM_JSON_MODE must be one of {FORMAT_MODES}, got {self.format_mode!r}")
         self.timeout = float(timeout or cfg.llm_timeout)
         self.max_tokens = cfg.llm_max_tokens
-        self.max_retries, self.inline_tool_results, self.stream = max_retries, inline_tool_results, stream
+        self.max_retries = max_retries
         # The SDK's own retries would repeat a timed-out generation: we retry ourselves.
         self.client = openai.OpenAI(api_key=api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0)
         self.label = label or (f"{self.model} @ {self.base_url}" if self.base_url else self.model)
@@ -55,9 +53,6 @@ class OpenAIChat:
         """One bounded chat completion; raises :class:`LLMError` when it cannot get one in time."""
         deadline = time.monotonic() + self.timeout
         plain = to_openai(messages)
-        if self.inline_tool_results:
-            plain = [{"role": "user", "content": f"Result of {m.get('name') or 'the tool'}: {m.get('content') or ''}"}
-                     if m["role"] == "tool" else m for m in plain]
         kwargs: dict[str, Any] = {"model": self.model, "messages": plain, "temperature": 0.0,
                                   "max_tokens": int(max_tokens or self.max_tokens)}
         if tools:
@@ -95,9 +90,7 @@ class OpenAIChat:
         attempt = 0
         while (remaining := deadline - time.monotonic()) > 0.05:
             try:
-                if self.stream and "tools" not in kwargs:
-                    return self._stream(kwargs, remaining, deadline)
-                return _reply(self.client.with_options(timeout=remaining).chat.completions.create(**kwargs))
+                return self._complete(kwargs, remaining, deadline)
             except openai.APITimeoutError as exc:
                 raise self._timed_out() from exc
             except openai.APIStatusError as exc:
@@ -123,26 +116,9 @@ class OpenAIChat:
         return LLMError(f"the model did not answer within {self.timeout:g} s "
                         "(MEMORYKIT_LLM_TIMEOUT); not retried, the server may still be busy")
 
-    def _stream(self, kwargs: dict[str, Any], remaining: float, deadline: float) -> Message:
-        """Stream one reply, checking the deadline at every chunk; closing the stream stops the server."""
-        reply = Message(role="assistant")
-        stream = self.client.with_options(timeout=remaining).chat.completions.create(**kwargs, stream=True)
-        try:
-            for chunk in stream:
-                reply.usage = _usage(getattr(chunk, "usage", None)) or reply.usage
-                if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
-                    reply.content += chunk.choices[0].delta.content
-                if time.monotonic() > deadline:
-                    raise self._timed_out()
-        except LLMError:
-            raise
-        except Exception as exc:  # the transport's own errors surface raw while a stream is read
-            if "timeout" in type(exc).__name__.lower():
-                raise self._timed_out() from exc
-            raise LLMError(f"the model server broke off its reply: {type(exc).__name__}: {exc}") from exc
-        finally:
-            stream.close()
-        return reply
+    def _complete(self, kwargs: dict[str, Any], remaining: float, deadline: float) -> Message:
+        """One request within the ``remaining`` seconds (a subclass may stream it)."""
+        return _reply(self.client.with_options(timeout=remaining).chat.completions.create(**kwargs))
 
     def _downgrade(self, exc: Any) -> bool:
         """A rejected response format (400/422, or llama-cpp-python's 500): step one mode down, once."""
