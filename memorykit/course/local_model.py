@@ -152,13 +152,23 @@ def stop() -> bool:
 
 class LlamaCppChat(OpenAIChat):
     """:class:`OpenAIChat` for llama-cpp-python's server: tool results go in as user messages (its
-    ``chatml-function-calling`` template drops the tool role), and requests without tools are streamed
-    so a call hangs up at its deadline (the server would finish an abandoned generation otherwise)."""
+    ``chatml-function-calling`` template drops the tool role), an empty "no tool" answer is asked again
+    without tools, and requests without tools are streamed so a call hangs up at its deadline (the
+    server would finish an abandoned generation otherwise)."""
 
-    def chat(self, messages: Sequence[Message | dict], **kwargs: Any) -> Message:
+    def chat(self, messages: Sequence[Message | dict], *, tools: list[dict] | None = None, **kwargs: Any) -> Message:
+        deadline = time.monotonic() + self.timeout
         plain = [{"role": "user", "content": f"Result of {m.get('name') or 'the tool'}: {m.get('content') or ''}"}
                  if m["role"] == "tool" else m for m in to_openai(messages)]
-        return super().chat(plain, **kwargs)
+        reply = self._request(plain, deadline, tools=tools, **kwargs)
+        if tools and kwargs.get("tool_choice") != "none" and not reply.tool_calls and not reply.content.strip():
+            # Its auto tool choice answers "no tool" with empty text: ask once more for the text alone,
+            # within the same deadline; both calls' tokens count.
+            again = self._request(plain, deadline, **{k: v for k, v in kwargs.items() if k != "tool_choice"})
+            reported = [u for u in (reply.usage, again.usage) if u]
+            again.usage = {k: sum(u[k] for u in reported) for k in reported[0]} if reported else None
+            reply = again
+        return reply
 
     def _complete(self, kwargs: dict[str, Any], remaining: float, deadline: float) -> Message:
         """Stream one reply, checking the deadline at every chunk; closing the stream stops the server."""

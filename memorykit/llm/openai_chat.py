@@ -51,8 +51,12 @@ class OpenAIChat:
              tool_choice: str | dict | None = None, response_format: dict | None = None,
              max_tokens: int | None = None) -> Message:
         """One bounded chat completion; raises :class:`LLMError` when it cannot get one in time."""
-        deadline = time.monotonic() + self.timeout
-        plain = to_openai(messages)
+        return self._request(to_openai(messages), time.monotonic() + self.timeout, tools=tools,
+                             tool_choice=tool_choice, response_format=response_format, max_tokens=max_tokens)
+
+    def _request(self, plain: list[dict], deadline: float, *, tools: list[dict] | None = None,
+                 tool_choice: str | dict | None = None, response_format: dict | None = None,
+                 max_tokens: int | None = None) -> Message:
         kwargs: dict[str, Any] = {"model": self.model, "messages": plain, "temperature": 0.0,
                                   "max_tokens": int(max_tokens or self.max_tokens)}
         if tools:
@@ -60,17 +64,7 @@ class OpenAIChat:
             kwargs["tool_choice"] = tool_choice or "auto"  # llama.cpp drops tools without it
         if response_format:
             self._apply_format(kwargs, response_format, plain)
-        reply = self._send(kwargs, response_format, plain, deadline)
-        if tools and kwargs["tool_choice"] != "none" and not reply.tool_calls and not reply.content.strip():
-            # Some servers (llama-cpp-python's auto tool choice) answer "no tool" with empty text:
-            # ask once more for the text alone, within the same deadline.
-            log.info("%s chose no tool and wrote nothing; asking again without tools", self.label)
-            kwargs = {k: v for k, v in kwargs.items() if k not in ("tools", "tool_choice")}
-            again = self._send(kwargs, response_format, plain, deadline)
-            reported = [u for u in (reply.usage, again.usage) if u]   # both calls' tokens count
-            again.usage = {k: sum(u[k] for u in reported) for k in reported[0]} if reported else None
-            reply = again
-        return reply
+        return self._send(kwargs, response_format, plain, deadline)
 
     def _apply_format(self, kwargs: dict[str, Any], response_format: dict, plain: list[dict]) -> None:
         """Shape ``response_format`` (and, below json_object_schema, the system message) for the current mode."""
