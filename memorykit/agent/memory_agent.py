@@ -159,11 +159,11 @@ class MemoryAgent:
         """Messages kept in memory because Redis was down; saved with the next turn."""
         return list(self._unsaved.get((user_id, thread_id), []))
 
-    def flush(self, timeout: float | None = None) -> None:
+    def flush(self) -> None:
         """Wait for the background memory writes of earlier turns."""
         pending, self._pending = self._pending, []
         for future in pending:
-            future.result(timeout=timeout)
+            future.result()
 
     def close(self) -> None:
         self.flush()

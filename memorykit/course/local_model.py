@@ -83,6 +83,13 @@ def model_path() -> Path:
     return path
 
 
+def why_local() -> str:
+    """The sentence ``why_llm()`` shows for ``MEMORYKIT_LLM=local`` (the server is not started)."""
+    why = available()
+    model = model_label(model_path()) if why is None else f"not ready: {why}"
+    return f"a local llama.cpp server ({model}), because MEMORYKIT_LLM=local"
+
+
 def model_label(path: Path | str) -> str:
     """A short model name for labels: "SmolLM2-135M" for the default GGUF, else the file's stem."""
     name = Path(path).name

@@ -174,13 +174,12 @@ def _checked(task: Task, out: Any) -> Any:
     return out
 
 
-def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | None = None,
-             max_tokens: int | None = None) -> O | Message:
+def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | None = None) -> O | Message:
     """Run ``task`` on ``llm``: the validated output (a ``Message`` for ``output=None``), or one
     :class:`TaskFailed` for every failure (server error, timeout, invalid output twice)."""
     if not isinstance(inp, task.input):
         inp = task.input.model_validate(inp)
-    budget = max_tokens or settings().max_tokens_for(task.name, task.max_tokens)
+    budget = settings().max_tokens_for(task.name, task.max_tokens)
     try:
         if not hasattr(llm, "perform"):
             return _run_remote(llm, task, inp, tools, budget)
