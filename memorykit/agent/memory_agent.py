@@ -197,20 +197,16 @@ class MemoryAgent:
         return turn
 
     def _foreground(self, turn: Turn, history: ChatHistory) -> None:
-        with self._timed(turn, "load"):
-            if not self._save(history, [turn.user_message], turn):
-                return
-            try:
-                thread = history.prompt_messages() if self.memory else []
-            except redis.RedisError as exc:
-                turn.error = f"Redis failed while loading the thread ({exc}); your message is saved"
-                return
         try:
+            with self._timed(turn, "load"):
+                if not self._save(history, [turn.user_message], turn):
+                    return
+                thread = history.prompt_messages() if self.memory else []
             with self._timed(turn, "retrieve"):
                 inp = self._reply_input(turn, [m for m in thread if m.id != turn.user_message.id])
             with self._timed(turn, "model"):
                 reply, extra = self._call_model(turn, inp)
-        except Exception as exc:  # the model, Redis or a hook failed: report it, keep the user's message
+        except Exception as exc:  # Redis, the model or a hook failed: report it; the user's message is saved
             turn.error = _reason(exc)
             log.warning("turn failed for user %r thread %r: %s", turn.user_id, turn.thread_id, turn.error,
                         exc_info=not isinstance(exc, EXPECTED))
