@@ -70,7 +70,6 @@ class Turn:
     error: str | None = None
     failed_steps: dict[str, str] = field(default_factory=dict)
     usage: list[Usage] = field(default_factory=list)
-    saved: bool = False
 
     @property
     def ok(self) -> bool:
@@ -189,7 +188,7 @@ class MemoryAgent:
         with track_usage() as calls:
             self._foreground(turn, self.history(user_id, thread_id))
         turn.usage.extend(calls)
-        if turn.saved and self.memory:
+        if turn.ok and self.memory:  # the reply is saved
             self._pending.append(self._executor.submit(self._background, turn))
             if not self.background:
                 self.flush()
@@ -213,7 +212,7 @@ class MemoryAgent:
             return
         turn.reply_message, turn.reply = reply, reply.content
         with self._timed(turn, "store"):
-            turn.saved = self._save(history, [*extra, reply], turn)
+            self._save(history, [*extra, reply], turn)
 
     def _save(self, history: ChatHistory, messages: list[Message], turn: Turn) -> bool:
         """Append (one transaction); if Redis is down, keep the messages to save on the next turn."""

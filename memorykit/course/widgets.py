@@ -1,9 +1,10 @@
 """A chat cell for notebooks: talk to a MemoryAgent and watch what it remembers.
 
 ``ChatWidget(agent)`` shows a user id and thread, Start / Clear chat, the conversation with
-👍 / 👎 on each reply, and a side panel (Thread, Long-term, Working memory, Tools,
-Timings: per-step time, model calls, tokens, failed steps) refreshed after every turn. ``widget.send(text)`` does exactly what typing and
-pressing Enter or Send does, so tests and nbval drive the same code path as a click.
+👍 / 👎 on each reply, and a side panel (Thread, Long-term, Working memory, Tools, Timings:
+per-step time, model calls, tokens, failed steps) refreshed after every turn. ``widget.send(text)``
+does exactly what typing and pressing Enter or Send does, so tests and nbval drive the same code
+path as a click.
 """
 from __future__ import annotations
 
