@@ -11,7 +11,6 @@ import redis
 
 import memorykit as mk
 import memorykit.agent.memory_agent as agent_module
-from memorykit.agent.memory_agent import Retry
 from memorykit.course.agent_eval import answered, compare_modes, load_script
 from memorykit.errors import LLMError, ValidationError
 from memorykit.llm import OpenAIChat, TaskFailed, get_llm
@@ -311,34 +310,6 @@ def test_before_model_hook_redacts_the_prompt(r, ns):
     sent = " ".join(m.content for m in llm.prompts[0])
     assert "lena@example.com" not in sent and "[email]" in sent
     assert "lena@example.com" in a.history("u1", "t1").messages()[0].content  # the thread keeps the original
-
-
-def test_after_model_retry_asks_once_more_then_keeps_the_answer(r, ns):
-    llm = scripted(mk.Message(role="assistant", content="As an AI, I cannot know that."))
-
-    def no_disclaimers(reply):
-        return Retry("do not start with 'As an AI'") if reply.content.startswith("As an AI") else None
-
-    a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term", after_model=[no_disclaimers])
-    turn = a.chat("Hello, I'm Lena.", user_id="u1", thread_id="t1")
-    assert llm.calls == 2 and turn.retries == ["do not start with 'As an AI'"]
-    assert turn.reply.startswith("(offline) Nice to meet you, Lena")
-
-    always = scripted()
-    b = mk.MemoryAgent(r, llm=always, namespace=ns, memory="short_term",
-                       after_model=[lambda reply: Retry("never good enough")])
-    turn = b.chat("Hello", user_id="u1", thread_id="t2")
-    assert always.calls == 2 and turn.ok and len(turn.retries) == 2  # one retry only, then the answer stands
-
-
-def test_after_model_hook_can_replace_the_reply(r, ns, llm):
-    def shout(reply):
-        return mk.Message(role="assistant", content=reply.content.upper())
-
-    a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term", after_model=[shout])
-    turn = a.chat("Hello, I'm Lena.", user_id="u1", thread_id="t1")
-    assert turn.reply.startswith("(OFFLINE) NICE TO MEET YOU")
-    assert a.history("u1", "t1").messages()[-1].content == turn.reply
 
 
 def test_a_failing_hook_is_reported(r, ns, llm):

@@ -41,13 +41,6 @@ EXPECTED = (TaskFailed, LLMError, redis.RedisError)  # failures logged without a
 
 
 @dataclass
-class Retry:
-    """Returned by an ``after_model`` hook: ask the model once more, with this note."""
-
-    reason: str
-
-
-@dataclass
 class Turn:
     """What one ``chat()`` did: the reply, the memory it used and stored, timings, usage, failures
     (the background parts once ``agent.flush()`` has returned)."""
@@ -66,7 +59,6 @@ class Turn:
     prompt_tokens: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
     reply_ms: float = 0.0  # what the user waited: chat() call to return (inline writes included)
-    retries: list[str] = field(default_factory=list)
     error: str | None = None
     failed_steps: dict[str, str] = field(default_factory=dict)
     usage: list[Usage] = field(default_factory=list)
@@ -108,13 +100,13 @@ def _reason(exc: Exception) -> str:
 
 
 class MemoryAgent:
-    """An agent whose memory lives in Redis. ``before_model`` hooks may return a new prompt (sent
-    exactly); ``after_model`` hooks a replacement reply or ``Retry(reason)`` (one more try)."""
+    """An agent whose memory lives in Redis. ``before_model`` hooks see the prompt and may return a
+    changed one, which is sent exactly (redaction: what memory leaves the machine)."""
 
     def __init__(self, r: redis.Redis, llm=None, embedder=None, namespace: str = "memorykit", *,
                  memory: str | bool = "full", retrieval: str = "inject", system_prompt: str = SYSTEM_PROMPT,
                  summary_policy=None, thread_ttl: int | None = None, background: bool = True,
-                 before_model: Sequence[Callable] = (), after_model: Sequence[Callable] = ()):
+                 before_model: Sequence[Callable] = ()):
         if memory not in MODES:
             raise ValidationError(f"memory must be 'full', 'short_term' or False, got {memory!r}")
         if retrieval not in RETRIEVALS:
@@ -125,7 +117,7 @@ class MemoryAgent:
         self.system_prompt, self.thread_ttl = system_prompt, thread_ttl
         self.summary_policy = summary_policy or ByCount(max_messages=20, keep_last=6)
         self.background = background  # False: chat() waits for the writes (same writer thread)
-        self.before_model, self.after_model = list(before_model), list(after_model)
+        self.before_model = list(before_model)
         self.embedder = embedder
         self.store = self.working = self.feedback = self.recall = None
         if memory == "full":
@@ -271,33 +263,12 @@ class MemoryAgent:
         return replace(REPLY, build=lambda i: [*fixed, *i.steps]), inp
 
     def _call_model(self, turn: Turn, inp: ReplyInput) -> tuple[Message, list[Message]]:
-        """The reply task through the tool loop, then the after-model hooks (one retry at most)."""
-        tools = self._tools(turn)
+        """The reply task through the tool loop (memory tools in tools mode): the reply and the steps to save."""
         task, inp = self._hooked(turn, inp)
-        steps: list[Message] = []
-        saved: list[Message] = []
-        for _ in range(2):
-            loop = run_tool_loop(self.llm, task, inp.model_copy(update={"steps": steps}), tools)
-            saved += loop.steps[len(steps):]
-            turn.tool_calls += loop.tool_calls
-            turn.tool_results += loop.tool_results
-            reply, retry = loop.reply, None
-            for hook in self.after_model:
-                verdict = hook(reply)
-                if isinstance(verdict, Retry):
-                    retry = verdict
-                    break
-                if isinstance(verdict, Message):
-                    reply = verdict
-            if retry is None:
-                break
-            turn.retries.append(retry.reason)
-            steps = [*loop.steps, reply,
-                     Message(role="system", content=f"Your last answer was rejected: {retry.reason}. Answer again.")]
-        else:
-            log.warning("reply still rejected after one retry (%s); keeping it", retry.reason)
+        loop = run_tool_loop(self.llm, task, inp, self._tools(turn))
+        turn.tool_calls, turn.tool_results = loop.tool_calls, loop.tool_results
         self._collect_tool_hits(turn)
-        return reply, saved
+        return loop.reply, loop.steps
 
     def _collect_tool_hits(self, turn: Turn) -> None:
         """In tools mode, the memories the model found through search_memory count as used."""
