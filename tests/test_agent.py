@@ -11,7 +11,6 @@ import redis
 
 import memorykit as mk
 import memorykit.agent.memory_agent as agent_module
-from memorykit.agent.memory_agent import Retry
 from memorykit.course.agent_eval import answered, compare_modes, load_script
 from memorykit.errors import LLMError, ValidationError
 from memorykit.llm import OpenAIChat, TaskFailed, get_llm
@@ -313,34 +312,6 @@ def test_before_model_hook_redacts_the_prompt(r, ns):
     assert "lena@example.com" in a.history("u1", "t1").messages()[0].content  # the thread keeps the original
 
 
-def test_after_model_retry_asks_once_more_then_keeps_the_answer(r, ns):
-    llm = scripted(mk.Message(role="assistant", content="As an AI, I cannot know that."))
-
-    def no_disclaimers(reply):
-        return Retry("do not start with 'As an AI'") if reply.content.startswith("As an AI") else None
-
-    a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term", after_model=[no_disclaimers])
-    turn = a.chat("Hello, I'm Lena.", user_id="u1", thread_id="t1")
-    assert llm.calls == 2 and turn.retries == ["do not start with 'As an AI'"]
-    assert turn.reply.startswith("(offline) Nice to meet you, Lena")
-
-    always = scripted()
-    b = mk.MemoryAgent(r, llm=always, namespace=ns, memory="short_term",
-                       after_model=[lambda reply: Retry("never good enough")])
-    turn = b.chat("Hello", user_id="u1", thread_id="t2")
-    assert always.calls == 2 and turn.ok and len(turn.retries) == 2  # one retry only, then the answer stands
-
-
-def test_after_model_hook_can_replace_the_reply(r, ns, llm):
-    def shout(reply):
-        return mk.Message(role="assistant", content=reply.content.upper())
-
-    a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term", after_model=[shout])
-    turn = a.chat("Hello, I'm Lena.", user_id="u1", thread_id="t1")
-    assert turn.reply.startswith("(OFFLINE) NICE TO MEET YOU")
-    assert a.history("u1", "t1").messages()[-1].content == turn.reply
-
-
 def test_a_failing_hook_is_reported(r, ns, llm):
     def broken(prompt):
         raise RuntimeError("hook bug")
@@ -353,13 +324,10 @@ def test_a_failing_hook_is_reported(r, ns, llm):
 # ---------------------------------------------------------------- feedback and the scripted comparison
 def test_feedback_is_stored_and_guides_the_next_prompt(agent):
     turn = agent.chat("Hi, I'm Lena.", user_id="lena", thread_id="t1")
-    assert agent.give_feedback(turn, "positive") == "added"
+    assert agent.feedback.mark("lena", turn.user_message.content, turn.reply, "positive") == "added"
     nxt = agent.chat("Hi, I'm Lena.", user_id="lena", thread_id="t2")
     assert "GOOD:" in nxt.prompt[0].content
-    assert agent.give_feedback(turn, "positive") == "removed"
-    stateless = mk.MemoryAgent(agent.r, llm=agent.llm, namespace=agent.namespace, memory=False)
-    with pytest.raises(mk.MemoryKitError):
-        stateless.give_feedback(turn, "positive")
+    assert agent.feedback.mark("lena", turn.user_message.content, turn.reply, "positive") == "removed"
 
 
 def test_answered_needs_every_keyword_and_no_admission_of_ignorance():
@@ -460,10 +428,10 @@ def test_the_question_is_embedded_once_per_turn(r, emb, llm, ns, monkeypatch, re
     turn = a.chat(question, user_id="raphael", thread_id="t1")
     a.close()
     assert turn.ok and "Paris" in turn.reply
-    # memories, recall, feedback (and procedures in tools mode) share one vector; in tools mode
-    # search_memory embeds the query the model wrote (here the same words) once more
+    # memories, recall and feedback share one vector; in tools mode search_memory embeds the
+    # query the model wrote (here the same words) once more
     assert seen.count((True, question)) == (1 if retrieval == "inject" else 2)
-    assert seen.count((False, question)) <= 2  # indexing for recall (and storing a procedure)
+    assert seen.count((False, question)) <= 1  # indexing for recall
 
 
 def test_the_system_prompt_and_thread_ttl_are_the_callers(r, emb, ns):

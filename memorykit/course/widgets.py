@@ -1,9 +1,10 @@
 """A chat cell for notebooks: talk to a MemoryAgent and watch what it remembers.
 
 ``ChatWidget(agent)`` shows a user id and thread, Start / Clear chat, the conversation with
-👍 / 👎 on each reply, and a side panel (Thread, Long-term, Working memory, Procedures,
-Timings: per-step time, model calls, tokens, failed steps) refreshed after every turn. ``widget.send(text)`` does exactly what typing and
-pressing Enter or Send does, so tests and nbval drive the same code path as a click.
+👍 / 👎 on each reply, and a side panel (Thread, Long-term, Working memory, Tools, Timings:
+per-step time, model calls, tokens, failed steps) refreshed after every turn. ``widget.send(text)``
+does exactly what typing and pressing Enter or Send does, so tests and nbval drive the same code
+path as a click.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from ..messages import Message
 log = logging.getLogger(__name__)
 _thread_counter = itertools.count(1)
 PLACEHOLDER = "Type a message and press Enter"
-TABS = ("Thread", "Long-term", "Working memory", "Procedures", "Timings")
+TABS = ("Thread", "Long-term", "Working memory", "Tools", "Timings")
 LABELS = ("positive", "negative")
 _ERROR = "<span style='color:#b91c1c'>⚠ {}</span>"
 _NOTE = "<span style='color:#555'>{}</span>"
@@ -220,7 +221,9 @@ class ChatWidget:
         turn = Turn(self.user_id, self.thread_id,
                     question or Message(role="user", content="(no question)"), reply=reply.content)
         try:
-            outcome = self.agent.give_feedback(turn, label)
+            if self.agent.feedback is None:
+                raise ValueError("feedback is stored only with memory='full'")
+            outcome = self.agent.feedback.mark(turn.user_id, turn.user_message.content, turn.reply, label)
         except Exception as exc:
             self.status.value = _ERROR.format(_esc(exc))
             return self.feedback.get(reply.id)
@@ -308,7 +311,7 @@ class ChatWidget:
             self.panels["Working memory"].value = f"<pre style='font-size:12px'>{_esc(text or '(empty)')}</pre>"
         else:
             self.panels["Working memory"].value = "<i>working memory is off in this mode</i>"
-        self.panels["Procedures"].value = self._procedures_html(last)
+        self.panels["Tools"].value = self._tools_html(last)
         self.panels["Timings"].value = self._timings_html(last)
 
     def _long_term_html(self, last: Turn | None) -> str:
@@ -333,26 +336,13 @@ class ChatWidget:
             ["type", "status", "memory"]) if mems else "<p><i>no long-term memories yet</i></p>"))
         return "".join(parts)
 
-    def _procedures_html(self, last: Turn | None) -> str:
-        procedures = getattr(self.agent, "procedures", None)
-        if procedures is None:
-            return "<i>procedural memory is off in this mode</i>"
-        parts = []
-        if last is not None and last.suggestion is not None:
-            p = last.suggestion.procedure
-            parts.append(_section("suggested for the last message",
-                                  f"<p style='font-size:12px'>{_esc(' → '.join(p.tools_used))} "
-                                  f"(similarity {last.suggestion.similarity:.2f}, from “{_esc(p.query)}”)</p>"))
-        if last is not None and last.tool_calls:
-            parts.append(_section("tools called in the last turn", _table(
-                [[c.get("function", {}).get("name"), _short(c.get("function", {}).get("arguments", ""), 80)]
-                 for c in last.tool_calls], ["tool", "arguments"])))
-        procs = procedures.list(self.user_id or None, limit=20)
-        parts.append(_section("learned tool patterns", _table(
-            [[" → ".join(p.tools_used), p.query_type, f"{p.success_score:.2f}", p.uses] for p in procs],
-            ["tools", "query type", "score", "uses"]) if procs else
-            "<p><i>none yet (patterns are kept when tool use scores ≥ 0.7)</i></p>"))
-        return "".join(parts)
+    @staticmethod
+    def _tools_html(last: Turn | None) -> str:
+        if last is None or not last.tool_calls:
+            return "<i>no tool calls in the last turn (with retrieval='tools' the model may search memory)</i>"
+        return _section("tools called in the last turn", _table(
+            [[c.get("function", {}).get("name"), _short(c.get("function", {}).get("arguments", ""), 80)]
+             for c in last.tool_calls], ["tool", "arguments"]))
 
     @staticmethod
     def _timings_html(last: Turn | None) -> str:

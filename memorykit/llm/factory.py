@@ -38,11 +38,9 @@ def why_llm() -> str:
     if kind == "offline":
         return "OfflineChat, because MEMORYKIT_LLM=offline"
     if kind == "local":
-        from ..course.local_model import available, model_label, model_path
+        from ..course.local_model import why_local
 
-        why = available()
-        model = model_label(model_path()) if why is None else f"not ready: {why}"
-        return f"a local llama.cpp server ({model}), because MEMORYKIT_LLM=local"
+        return why_local()
     if kind == "openai" or cfg.openai_api_key or cfg.openai_base_url:
         return f"OpenAIChat ({cfg.llm_model}), because an OpenAI key or base URL is set"
     return ("OfflineChat (small learned models and rules, deterministic), because no OPENAI_API_KEY "

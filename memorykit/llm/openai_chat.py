@@ -1,9 +1,5 @@
-"""OpenAI or any OpenAI-compatible server (Ollama, vLLM, LM Studio, llama.cpp), bounded.
-
-Every request carries ``max_tokens``; a call has one deadline (``MEMORYKIT_LLM_TIMEOUT``) and is retried
-only for 429, 5xx and connection errors, never after a timeout (the server may still be generating).
-A server that rejects ``json_schema`` output is asked, one step down each time and remembered, for
-``json_object`` with the schema, plain ``json_object``, then plain text with the schema in the prompt.
+"""OpenAI or any OpenAI-compatible server (Ollama, vLLM, LM Studio, llama.cpp): every request carries
+``max_tokens``; one deadline per call; retries only for 429, 5xx and connection errors, never after a timeout.
 """
 from __future__ import annotations
 
@@ -24,17 +20,12 @@ _FORMAT_WORDS = ("response_format", "json_schema", "json schema", "json_object")
 
 
 class OpenAIChat:
-    """A chat client with a per-call deadline, bounded output and a remembered JSON-mode fallback.
-
-    ``inline_tool_results=True`` sends tool results as user messages, for servers whose chat
-    template drops the ``tool`` role (llama-cpp-python's ``chatml-function-calling``).
-    ``stream=True`` streams requests without tools and hangs up at the deadline, so a server
-    that would finish an abandoned generation (llama-cpp-python) stops at once instead.
-    """
+    """A chat client with a per-call deadline, bounded output and a remembered fallback from ``json_schema``
+    down ``FORMAT_MODES`` (to the schema in the prompt). llama-cpp-python's quirks: ``course.local_model``."""
 
     def __init__(self, model: str | None = None, *, api_key: str | None = None, base_url: str | None = None,
                  timeout: float | None = None, max_retries: int = 2, label: str | None = None,
-                 format_mode: str | None = None, inline_tool_results: bool = False, stream: bool = False):
+                 format_mode: str | None = None):
         import openai
 
         cfg = settings()
@@ -48,7 +39,7 @@ class OpenAIChat:
             raise LLMError(f"MEMORYKIT_LLM_JSON_MODE must be one of {FORMAT_MODES}, got {self.format_mode!r}")
         self.timeout = float(timeout or cfg.llm_timeout)
         self.max_tokens = cfg.llm_max_tokens
-        self.max_retries, self.inline_tool_results, self.stream = max_retries, inline_tool_results, stream
+        self.max_retries = max_retries
         # The SDK's own retries would repeat a timed-out generation: we retry ourselves.
         self.client = openai.OpenAI(api_key=api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0)
         self.label = label or (f"{self.model} @ {self.base_url}" if self.base_url else self.model)
@@ -60,11 +51,12 @@ class OpenAIChat:
              tool_choice: str | dict | None = None, response_format: dict | None = None,
              max_tokens: int | None = None) -> Message:
         """One bounded chat completion; raises :class:`LLMError` when it cannot get one in time."""
-        deadline = time.monotonic() + self.timeout
-        plain = to_openai(messages)
-        if self.inline_tool_results:
-            plain = [{"role": "user", "content": f"Result of {m.get('name') or 'the tool'}: {m.get('content') or ''}"}
-                     if m["role"] == "tool" else m for m in plain]
+        return self._request(to_openai(messages), time.monotonic() + self.timeout, tools=tools,
+                             tool_choice=tool_choice, response_format=response_format, max_tokens=max_tokens)
+
+    def _request(self, plain: list[dict], deadline: float, *, tools: list[dict] | None = None,
+                 tool_choice: str | dict | None = None, response_format: dict | None = None,
+                 max_tokens: int | None = None) -> Message:
         kwargs: dict[str, Any] = {"model": self.model, "messages": plain, "temperature": 0.0,
                                   "max_tokens": int(max_tokens or self.max_tokens)}
         if tools:
@@ -72,32 +64,18 @@ class OpenAIChat:
             kwargs["tool_choice"] = tool_choice or "auto"  # llama.cpp drops tools without it
         if response_format:
             self._apply_format(kwargs, response_format, plain)
-        reply = self._send(kwargs, response_format, plain, deadline)
-        if tools and kwargs["tool_choice"] != "none" and not reply.tool_calls and not reply.content.strip():
-            # Some servers (llama-cpp-python's auto tool choice) answer "no tool" with empty text:
-            # ask once more for the text alone, within the same deadline.
-            log.info("%s chose no tool and wrote nothing; asking again without tools", self.label)
-            kwargs = {k: v for k, v in kwargs.items() if k not in ("tools", "tool_choice")}
-            again = self._send(kwargs, response_format, plain, deadline)
-            reported = [u for u in (reply.usage, again.usage) if u]   # both calls' tokens count
-            again.usage = {k: sum(u[k] for u in reported) for k in reported[0]} if reported else None
-            reply = again
-        return reply
+        return self._send(kwargs, response_format, plain, deadline)
 
     def _apply_format(self, kwargs: dict[str, Any], response_format: dict, plain: list[dict]) -> None:
-        """Shape ``response_format`` (and, below json_schema, the prompt) for the current mode."""
-        kwargs.pop("response_format", None)
-        kwargs["messages"] = plain
-        if response_format.get("type") != "json_schema" or self.format_mode == "json_schema":
-            kwargs["response_format"] = response_format
-            return
+        """Shape ``response_format`` (and, below json_object_schema, the system message) for the current mode."""
+        mode = self.format_mode if response_format.get("type") == "json_schema" else "json_schema"
         schema = response_format.get("json_schema", {}).get("schema") or {"type": "object"}
-        if self.format_mode == "json_object_schema":
-            kwargs["response_format"] = {"type": "json_object", "schema": schema}
-            return
-        if self.format_mode == "json_object":
-            kwargs["response_format"] = {"type": "json_object"}
-        kwargs["messages"] = _with_schema_instruction(plain, schema)
+        formats = {"json_schema": response_format, "json_object_schema": {"type": "json_object", "schema": schema},
+                   "json_object": {"type": "json_object"}}
+        kwargs.pop("response_format", None)
+        if mode in formats:
+            kwargs["response_format"] = formats[mode]
+        kwargs["messages"] = _with_schema_instruction(plain, schema) if mode in ("json_object", "prompt") else plain
 
     def _send(self, kwargs: dict[str, Any], response_format: dict | None, plain: list[dict],
               deadline: float) -> Message:
@@ -106,9 +84,7 @@ class OpenAIChat:
         attempt = 0
         while (remaining := deadline - time.monotonic()) > 0.05:
             try:
-                if self.stream and "tools" not in kwargs:
-                    return self._stream(kwargs, remaining, deadline)
-                return _reply(self.client.with_options(timeout=remaining).chat.completions.create(**kwargs))
+                return self._complete(kwargs, remaining, deadline)
             except openai.APITimeoutError as exc:
                 raise self._timed_out() from exc
             except openai.APIStatusError as exc:
@@ -134,26 +110,9 @@ class OpenAIChat:
         return LLMError(f"the model did not answer within {self.timeout:g} s "
                         "(MEMORYKIT_LLM_TIMEOUT); not retried, the server may still be busy")
 
-    def _stream(self, kwargs: dict[str, Any], remaining: float, deadline: float) -> Message:
-        """Stream one reply, checking the deadline at every chunk; closing the stream stops the server."""
-        reply = Message(role="assistant")
-        stream = self.client.with_options(timeout=remaining).chat.completions.create(**kwargs, stream=True)
-        try:
-            for chunk in stream:
-                reply.usage = _usage(getattr(chunk, "usage", None)) or reply.usage
-                if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
-                    reply.content += chunk.choices[0].delta.content
-                if time.monotonic() > deadline:
-                    raise self._timed_out()
-        except LLMError:
-            raise
-        except Exception as exc:  # the transport's own errors surface raw while a stream is read
-            if "timeout" in type(exc).__name__.lower():
-                raise self._timed_out() from exc
-            raise LLMError(f"the model server broke off its reply: {type(exc).__name__}: {exc}") from exc
-        finally:
-            stream.close()
-        return reply
+    def _complete(self, kwargs: dict[str, Any], remaining: float, deadline: float) -> Message:
+        """One request within the ``remaining`` seconds (a subclass may stream it)."""
+        return _reply(self.client.with_options(timeout=remaining).chat.completions.create(**kwargs))
 
     def _downgrade(self, exc: Any) -> bool:
         """A rejected response format (400/422, or llama-cpp-python's 500): step one mode down, once."""

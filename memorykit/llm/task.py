@@ -1,17 +1,12 @@
-"""LLM tasks: every model job as a typed contract, and one runner for any backend.
-
-A :class:`Task` is a name, a prompt, a pydantic input model and a pydantic output model (``output=None``
-for a chat reply that may call tools). :func:`run_task` asks the server for the output's JSON schema,
-validates, repairs once with the validation error, and raises one :class:`TaskFailed` when it cannot get
-a valid answer; callers log it and go on. A backend that implements tasks itself (the offline one)
-exposes ``perform(task, input, tools)``, and what it returns is validated the same way.
+"""LLM tasks: every model job as a typed contract (:class:`Task`), and one runner, :func:`run_task`, that
+asks for the output's JSON schema, validates, repairs once and raises :class:`TaskFailed`. A backend that
+implements tasks itself (the offline one) exposes ``perform(task, input, tools)``, validated the same way.
 """
 from __future__ import annotations
 
 import json
 import logging
 import re
-import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -69,11 +64,8 @@ Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(_real_text
 
 @dataclass(frozen=True)
 class Task(Generic[I, O]):
-    """A model job: ``name``, system ``prompt``, ``input`` and ``output`` models, a token budget.
-
-    ``render`` turns the input into the user message (default: the input as JSON);
-    ``build`` replaces the whole message list (the reply task uses it for chat history).
-    """
+    """A model job: ``name``, system ``prompt``, ``input`` and ``output`` models, a token budget. ``render``
+    turns the input into the user message; ``build`` replaces the whole message list (chat history)."""
 
     name: str
     prompt: str
@@ -95,13 +87,11 @@ class Task(Generic[I, O]):
 
 @dataclass
 class Usage:
-    """One task call: tokens in / out (from the server, or estimated), latency, outcome."""
+    """One task call: tokens in / out (from the server, or estimated) and its outcome."""
 
     task: str
-    backend: str
     prompt_tokens: int
     completion_tokens: int
-    latency_ms: float
     ok: bool = True
     estimated: bool = False
     error: str | None = None
@@ -155,71 +145,52 @@ def _norm(text: str) -> str:
     return " ".join(text.casefold().strip().rstrip(".").split())
 
 
-def _from_input(value: str, said: set[str]) -> bool:
-    words = set(_WORDS.findall(value.casefold())) - _FUNCTION_WORDS
-    return bool(words) and len(words & said) >= len(words) / 2
-
-
 def _strings(data: Any) -> Iterator[str]:
-    """Every string in a JSON value, keys included."""
     if isinstance(data, str):
         yield data
     elif isinstance(data, (dict, list)):
-        for value in [*data, *data.values()] if isinstance(data, dict) else data:
+        for value in data.values() if isinstance(data, dict) else data:
             yield from _strings(value)
 
 
 def copied_example(task: Task, inp: BaseModel, out: BaseModel) -> str | None:
-    """A string of ``out`` that the prompt quotes as an example and the input does not say, or None.
-
-    Small models copy the example values of an instruction ("one short sentence", "User prefers
-    window seats"); enum values and field names of the schema are not examples.
-    """
-    schema_words = {_norm(w) for w in _strings(task.schema())}
-    examples = {_norm(q) for q in _QUOTED.findall(task.prompt)} - schema_words
-    if not examples:
-        return None
+    """A value of ``out`` (three words or more) that the prompt quotes as an example and the input does not
+    say, or None: small models copy an instruction's examples ("User prefers window seats")."""
+    examples = {_norm(q) for q in _QUOTED.findall(task.prompt)}
     said = set(_WORDS.findall(task.render(inp).casefold()))
-    return next((v for v in _strings(out.model_dump(mode="json"))  # labels ("travel") are not examples
-                 if len(v.split()) >= 3 and _norm(v) in examples and not _from_input(v, said)), None)
+    for value in _strings(out.model_dump(mode="json")):
+        words = set(_WORDS.findall(value.casefold())) - _FUNCTION_WORDS
+        if len(value.split()) >= 3 and _norm(value) in examples and len(words & said) < len(words) / 2:
+            return value
+    return None
 
 
-def _validate(task: Task, data: Any) -> BaseModel:
-    if isinstance(data, BaseModel):
-        data = data.model_dump()
-    if isinstance(data, list):
-        # Small models often answer the list that the object wraps: accept it for a one-list output.
-        lists = [n for n, f in task.output.model_fields.items() if "list" in str(f.annotation).lower()]
-        if len(lists) == 1:
-            data = {lists[0]: data}
-    return task.output.model_validate(data)
+def _checked(task: Task, out: Any) -> Any:
+    """``out`` as the task's output model; for a chat reply, an assistant message with text or tool calls."""
+    if task.output is not None:
+        return task.output.model_validate(out.model_dump() if isinstance(out, BaseModel) else out)
+    if not isinstance(out, Message) or out.role != "assistant" or (is_placeholder(out.content) and not out.tool_calls):
+        raise LLMError(f"the model returned an empty reply or no assistant message: {str(out)[:80]!r}")
+    return out
 
 
-def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | None = None,
-             max_tokens: int | None = None) -> O | Message:
-    """Run ``task`` on ``llm``; returns the validated output (a ``Message`` for ``output=None``).
-
-    Raises :class:`TaskFailed` for every failure: server error, timeout, invalid output twice.
-    """
+def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | None = None) -> O | Message:
+    """Run ``task`` on ``llm``: the validated output (a ``Message`` for ``output=None``), or one
+    :class:`TaskFailed` for every failure (server error, timeout, invalid output twice)."""
     if not isinstance(inp, task.input):
         inp = task.input.model_validate(inp)
-    budget = max_tokens or settings().max_tokens_for(task.name, task.max_tokens)
-    started = time.perf_counter()
+    budget = settings().max_tokens_for(task.name, task.max_tokens)
     try:
         if not hasattr(llm, "perform"):
             return _run_remote(llm, task, inp, tools, budget)
-        out = llm.perform(task, inp, tools=tools)
-        if task.output is None and not (isinstance(out, Message) and (out.tool_calls or out.content.strip())):
-            raise LLMError(f"the backend returned {type(out).__name__}, not a non-empty reply message")
-        result = out if task.output is None else _validate(task, out)
-        _record(Usage(task.name, llm.label, count_tokens(task.render(inp)), 0,
-                      (time.perf_counter() - started) * 1000, estimated=True))
+        result = _checked(task, llm.perform(task, inp, tools=tools))
+        _record(Usage(task.name, count_tokens(task.render(inp)), 0, estimated=True))
         return result
     except TaskFailed:
         raise  # the failed call's usage record already says so
     except (ValueError, LLMError) as exc:  # pydantic's ValidationError is a ValueError
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        _record(Usage(task.name, llm.label, 0, 0, (time.perf_counter() - started) * 1000, ok=False, error=reason))
+        _record(Usage(task.name, 0, 0, ok=False, error=reason))
         raise TaskFailed(task.name, reason) from exc
 
 
@@ -228,17 +199,18 @@ def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools: list[dict] | 
     if task.output is None:
         reply, usage = _chat(llm, task, messages, tools=tools or None, tool_choice="auto" if tools else None,
                              max_tokens=budget)
-        if not reply.tool_calls and is_placeholder(reply.content):
-            usage.ok, usage.error = False, "the model returned an empty reply"
-            raise TaskFailed(task.name, usage.error, reply.content)
-        return reply
+        try:
+            return _checked(task, reply)
+        except LLMError as exc:
+            usage.ok, usage.error = False, str(exc)
+            raise TaskFailed(task.name, usage.error, reply.content) from exc
     response_format = {"type": "json_schema",
                        "json_schema": {"name": re.sub(r"[^A-Za-z0-9_-]", "_", task.name)[:64],
                                        "schema": task.schema(), "strict": False}}
     for attempt in range(2):
         reply, usage = _chat(llm, task, messages, response_format=response_format, max_tokens=budget)
         try:
-            out = _validate(task, parse_json(reply.content))
+            out = _checked(task, parse_json(reply.content))
             copied = copied_example(task, inp, out)
             if copied is not None:
                 raise ValueError(f"{copied!r} is the prompt's example, not taken from the input")
@@ -258,11 +230,9 @@ def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools: list[dict] | 
 
 def _chat(llm: ChatModel, task: Task, messages: list[Message], **kwargs: Any) -> tuple[Message, Usage]:
     """One chat call, recorded with the server's token counts (estimated when it sends none)."""
-    started = time.perf_counter()
     reply = llm.chat(messages, **kwargs)
     counts = getattr(reply, "usage", None) or {}
     prompt, completion = counts.get("prompt_tokens"), counts.get("completion_tokens")
-    return reply, _record(Usage(task.name, getattr(llm, "label", type(llm).__name__),
-                                count_tokens(messages) if prompt is None else prompt,
+    return reply, _record(Usage(task.name, count_tokens(messages) if prompt is None else prompt,
                                 count_tokens(reply.content or "") if completion is None else completion,
-                                (time.perf_counter() - started) * 1000, estimated=prompt is None))
+                                estimated=prompt is None))
