@@ -72,11 +72,6 @@ class Turn:
         return sum(v for k, v in self.timings_ms.items() if k in BACKGROUND_STEPS)
 
     @property
-    def background_error(self) -> str | None:
-        """The failed background steps in one line, or None."""
-        return "; ".join(f"{k}: {v}" for k, v in self.failed_steps.items()) or None
-
-    @property
     def model_calls(self) -> int:
         return len(self.usage)
 
