@@ -65,6 +65,7 @@ class Turn:
 
     @property
     def ok(self) -> bool:
+        """True once the user's message and the reply are both written to Redis."""
         return self.error is None
 
     @property
