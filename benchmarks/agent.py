@@ -113,7 +113,7 @@ def play(r, emb, llm, namespace: str, texts: list[str], background: bool) -> lis
         clean(r, namespace)
         emb.forget([t.reply for t in turns if t.reply] +
                    [d.memory.content for t in turns for d in t.memories_stored if d.memory])
-    failed = [t.error or t.background_error for t in turns if t.error or t.background_error]
+    failed = [t.error or "; ".join(t.failed_steps.values()) for t in turns if t.error or t.failed_steps]
     if failed:
         raise SystemExit(f"{len(failed)} turns failed, first: {failed[0]}")
     return turns

@@ -178,7 +178,7 @@ def test_a_failing_background_write_is_reported_not_raised(agent, monkeypatch):
     monkeypatch.setattr(agent.store, "remember", broken)
     turn = agent.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
     agent.flush()
-    assert turn.ok and "redis went away" in turn.background_error
+    assert turn.ok
     assert list(turn.failed_steps) == ["remember"] and "redis went away" in turn.failed_steps["remember"]
     assert {"index", "working", "summarize"} <= set(turn.timings_ms)  # the other steps still ran
     assert agent.recall.count("lena") == 2

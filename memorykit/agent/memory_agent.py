@@ -65,16 +65,12 @@ class Turn:
 
     @property
     def ok(self) -> bool:
+        """True once the user's message and the reply are both written to Redis."""
         return self.error is None
 
     @property
     def background_ms(self) -> float:
         return sum(v for k, v in self.timings_ms.items() if k in BACKGROUND_STEPS)
-
-    @property
-    def background_error(self) -> str | None:
-        """The failed background steps in one line, or None."""
-        return "; ".join(f"{k}: {v}" for k, v in self.failed_steps.items()) or None
 
     @property
     def model_calls(self) -> int:

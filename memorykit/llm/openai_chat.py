@@ -45,7 +45,7 @@ class OpenAIChat:
         self.label = label or (f"{self.model} @ {self.base_url}" if self.base_url else self.model)
 
     def __repr__(self) -> str:
-        return f"OpenAIChat({self.label})"
+        return f"{type(self).__name__}({self.label})"
 
     def chat(self, messages: Sequence[Message | dict], *, tools: list[dict] | None = None,
              tool_choice: str | dict | None = None, response_format: dict | None = None,

@@ -79,7 +79,7 @@ def test_kill_between_turns_loses_no_acknowledged_message(agent_on, own_server):
     said = [f"Note {i}: my favourite number this week is {i}." for i in range(4)]
     for text in said:
         turn = agent.chat(text, user_id="ana", thread_id="t1")
-        assert turn.error is None and turn.saved
+        assert turn.ok  # acknowledged: the user message and the reply are in Redis
     agent.flush()
     kill9(own_server)
     server.start()
@@ -97,7 +97,7 @@ def test_kill_between_turns_loses_no_acknowledged_message(agent_on, own_server):
 def test_kill_during_background_writes_keeps_the_acknowledged_turn(agent_on, own_server):
     r, agent = agent_on("fault2")
     turn = agent.chat("My name is Ana and I live in Porto.", user_id="ana", thread_id="t1")
-    assert turn.saved  # acknowledged: user message and reply are written before chat() returns
+    assert turn.ok  # acknowledged: user message and reply are written before chat() returns
     kill9(own_server)  # the background writes (index, extract, remember, ...) may be mid-flight
     agent.flush()
     server.start()
@@ -117,7 +117,7 @@ def test_while_redis_is_down_the_message_is_kept_for_the_next_turn(agent_on, own
     kill9(own_server)
     down = agent.chat("Written while Redis was down.", user_id="ana", thread_id="t1")
     assert down.error and "kept" in down.error  # a clear error on the turn, not an exception
-    assert not down.saved
+    assert not down.ok
     server.start()
     back = agent.chat("Redis is back.", user_id="ana", thread_id="t1")
     assert back.error is None
