@@ -10,6 +10,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Callable, Iterable, Sequence
 
 import redis
@@ -58,18 +59,18 @@ def drop_orphans(messages: Sequence[Message]) -> list[Message]:
     return [m for m, o in zip(messages, _call_owner(messages)) if m.role != "tool" or o is not None]
 
 
-def _window(messages: Sequence[Message | dict], fits: Callable[[int, list[Message]], bool]) -> list[Message]:
-    """The system head + the rest from the first valid cut ``c`` where ``fits(c, window)``: after the head
-    the window starts with a user message, and no tool result is separated from the call that asked for it."""
+def _window(messages: Sequence[Message | dict], fits: Callable[[int], bool]) -> list[Message]:
+    """The system head + the rest from the first valid cut ``c`` where ``fits(c)``: after the head the
+    window starts with a user message, and no tool result is separated from the call that asked for it."""
     msgs = [as_message(m) for m in messages]
     h = head_length(msgs)
-    cut = next((c for c in valid_cuts(msgs) if c >= h and fits(c, msgs[:h] + drop_orphans(msgs[c:]))), len(msgs))
+    cut = next((c for c in valid_cuts(msgs) if c >= h and fits(c)), len(msgs))
     return msgs[:h] + drop_orphans(msgs[cut:])
 
 
 def fix_boundaries(messages: Sequence[Message | dict], start: int = 0) -> list[Message]:
     """The system head + the rest from the first valid cut at or after ``start``."""
-    return _window(messages, lambda c, _: c >= start)
+    return _window(messages, lambda c: c >= start)
 
 
 def trim_last(messages: Sequence[Message | dict], n: int) -> list[Message]:
@@ -84,8 +85,11 @@ def trim_to_tokens(messages: Sequence[Message | dict], max_tokens: int) -> list[
     if max_tokens <= 0:
         raise ValidationError(f"max_tokens must be > 0, got {max_tokens}")
     msgs = [as_message(m) for m in messages]
-    size = {id(m): count_tokens([m]) for m in msgs}  # each message is tokenized once
-    return _window(msgs, lambda _, window: sum(size[id(m)] for m in window) <= max_tokens)
+    # Tokens of each message (an orphaned tool result is dropped, so free) and of every suffix msgs[c:]:
+    # a valid cut never separates a result from its call, so one pass over the list prices every window.
+    sizes = [0 if m.role == "tool" and o is None else count_tokens([m]) for m, o in zip(msgs, _call_owner(msgs))]
+    head, suffix = sum(sizes[:head_length(msgs)]), [*accumulate(reversed(sizes))][::-1] + [0]
+    return _window(msgs, lambda c: head + suffix[c] <= max_tokens)
 
 
 def check_message(message: Message | dict) -> Message:
