@@ -19,7 +19,8 @@ from ..keys import check_id
 from ..llm.task import Task, TaskFailed, track_usage
 from ..llm.tools import Tool, by_name, call_tool, parse_arguments
 from ..memory.feedback import FeedbackStore, Guidance
-from ..memory.procedural import Evaluation, ProcedureHit, ProcedureStore, evaluate_workflow, tool_error
+from ..memory.procedural import (MIN_SUCCESS_SCORE, Evaluation, ProcedureHit, ProcedureStore, evaluate_workflow,
+                                 tool_error)
 from ..messages import Message
 from .loop import run_tool_loop
 
@@ -191,7 +192,7 @@ class ToolAgent:
         run.execution_time_ms = (time.perf_counter() - started) * 1000
         run.evaluation = evaluate_workflow(run.tools_used, [r["content"] for r in kept], run.reply,
                                            run.execution_time_ms)
-        if self.learn and self.procedures is not None and run.evaluation.success_score >= self.procedures.min_score:
+        if self.learn and self.procedures is not None and run.evaluation.success_score >= MIN_SUCCESS_SCORE:
             run.stored = self.procedures.store(query, run.tools_used, run.evaluation.success_score,
                                                run.execution_time_ms, vector=vector, calls=run.calls) is not None
         return run

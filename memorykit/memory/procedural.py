@@ -133,7 +133,6 @@ class ProcedureStore:
         self.redis, self.embedder, self.namespace = redis_client, embedder, check_namespace(namespace)
         self.distance_threshold, self.max_examples = distance_threshold, max_examples
         self.classify = classify or (lambda query, vector: "general")
-        self.min_score = MIN_SUCCESS_SCORE
         self.index = ensure_index(redis_client, procedure_schema(namespace, embedder.dims))
 
     def key(self, procedure_id: str) -> str:
@@ -155,8 +154,8 @@ class ProcedureStore:
             raise ValidationError("a procedure needs at least one tool name")
         if not 0.0 <= float(success_score) <= 1.0:
             raise ValidationError(f"success_score must be between 0 and 1, got {success_score!r}")
-        if float(success_score) < self.min_score:
-            log.info("not storing a pattern scoring %.2f (< %.2f)", success_score, self.min_score)
+        if float(success_score) < MIN_SUCCESS_SCORE:
+            log.info("not storing a pattern scoring %.2f (< %.2f)", success_score, MIN_SUCCESS_SCORE)
             return None
         owner = check_id(user_id, "user_id") if user_id is not None else SYSTEM_USER
         query = query.strip()
