@@ -20,7 +20,7 @@ from redisvl.query.filter import FilterExpression, Num, Tag
 from redisvl.schema import IndexSchema
 
 from ..errors import SchemaMismatchError, ValidationError
-from ..keys import SHARED_OWNER, check_id, encode, index_names, registry_key, user_key
+from ..keys import SHARED_OWNER, check_id, encode, index_names, key, registry_key, user_key
 
 MEMORY_TYPES = ("episodic", "semantic", "procedural")
 SHARED_TAG = SHARED_OWNER  # the indexed owner of shared knowledge: outside owner_tag's alphabet
@@ -214,11 +214,12 @@ def user_keys(client: redis.Redis, namespace: str, user_id: str) -> set[str]:
     threads_key, registry = user_key(namespace, "user", user_id, "threads"), registry_key(namespace, user_id)
     profile = user_key(namespace, "working:user", user_id)
     found = {threads_key, registry, profile, profile + ":history",
-             *(user_key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES)}
+             *(user_key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES),
+             *(key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES)}  # ledgers named before the hash tag
     for thread in client.zrange(threads_key, 0, -1):
         thread = thread.decode() if isinstance(thread, bytes) else thread
         chat, notes = (user_key(namespace, s, user_id, thread) for s in ("thread", "working:conversation"))
         found |= {chat, chat + ":summary", notes, notes + ":history"}
-    tag = ":{" + registry.split(":{", 1)[1].split("}", 1)[0] + "}"  # the user's hash tag, as keys hold it
+    tag = ":{" + encode(user_id) + "}"  # the user's hash tag, as keys hold it
     listed = (k.decode() if isinstance(k, bytes) else k for k in client.smembers(registry))
     return found | {k for k in listed if k.startswith(f"{namespace}:") and tag in k}  # never another user's key
