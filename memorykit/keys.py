@@ -2,7 +2,9 @@
 
 User and thread ids may hold anything a person types (`a|b`, `*`, `{x}`, spaces,
 unicode). Keys embed them percent-encoded, so ``:`` ``*`` ``{`` ``}`` and friends
-can never change a key's shape or match another user's keys in a SCAN pattern.
+can never change a key's shape or match another user's keys in a SCAN pattern. Per-user keys carry the
+user as a cluster hash tag (:func:`user_key`); shared knowledge has an owner no user id encodes to
+(:data:`SHARED_OWNER`); a namespace's indexes are a fixed list (:func:`index_names`).
 """
 from __future__ import annotations
 
@@ -12,9 +14,6 @@ from urllib.parse import quote
 from .errors import ValidationError
 
 MAX_ID_LENGTH = 256
-# Key structures that embed a user id right after their name: ns:<structure>:{<user>}[:...]
-USER_KEY_STRUCTURES = ("thread", "user", "feedback", "msgvec", "memhash",
-                       "working:user", "working:conversation")
 # The indexes a namespace can hold, ``<ns>_<name>``: a fixed list, so no code picks indexes by name prefix.
 NAMESPACE_INDEXES = ("memories", "procedures", "feedback", "messages")
 # The owner of shared knowledge. ``encode`` and ``index.owner_tag`` put two hex digits after every '%',
