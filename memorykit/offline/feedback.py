@@ -17,6 +17,7 @@ import numpy as np
 
 from ..memory.feedback import FeedbackFound, FeedbackInput, FoundFeedback
 from ..course.routing import Router, get_router
+from .feedback_model import feedback_model
 from .text import normalize
 
 FEEDBACK = ("positive", "negative", "correction")
@@ -80,26 +81,24 @@ def repeats(text: str, previous: str) -> bool:
     return float(a @ b) >= REPEAT_SIMILARITY
 
 
+def origin_of(pairs: Sequence[tuple[str, str]], k: int) -> int:
+    """The question a follow-up chain started from (format, explanation, correction requests and repeats)."""
+    while WALK and k > 0 and (repeats(pairs[k][0], pairs[k - 1][0]) or followup_kind(pairs[k][0]) is not None):
+        k -= 1
+    return k
+
+
+WALK = True
+
+
 def analyze(pairs: Sequence[tuple[str, str]]) -> list[FoundFeedback]:
     """Feedback in a window of (user, assistant) exchanges, one item per (question, answer)."""
     found: dict[tuple[str, str], FoundFeedback] = {}
-    follow = [False] * len(pairs)
-    for j in range(1, len(pairs)):
-        text = pairs[j][0]
-        again = repeats(text, pairs[j - 1][0])
-        follow[j] = again or followup_kind(text) is not None
-        label = "negative" if again else signal_of(text)
-        if label is None:
-            continue
-        origin = j - 1
-        while origin > 0 and follow[origin]:
-            origin -= 1
-        query, response = query_text(pairs[origin][0]), pairs[j - 1][1].strip()
-        if not response or pairs[origin][0].strip() == "":
-            continue
-        found[(query, response)] = FoundFeedback(
-            query=query, response=response, label=label, signal="implicit" if again else "explicit",
-            reason="asked the same question again" if again else f"the user's turn reads as {label}")
+    for j, k, label in feedback_model().found(pairs):
+        query, response = pairs[origin_of(pairs, k)][0].strip(), pairs[k][1].strip()
+        if query and response:
+            found[(query, response)] = FoundFeedback(query=query, response=response, label=label,
+                                                     reason=f"the user's turn {j + 1} reads as {label}")
     return list(found.values())
 
 
