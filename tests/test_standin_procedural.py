@@ -91,6 +91,11 @@ def test_feedback_on_the_latest_answer_by_default():
     assert [(f.query, f.label) for f in analyze(window)] == [("What's my weekly workout count?", "positive")]
 
 
+def test_blank_turns_and_answers_are_read_without_error():
+    window = [("", ""), ("How did I sleep?", ""), ("  ", "7 h"), ("wrong!", "")]
+    assert all(f.query.strip() and f.response.strip() for f in analyze(window))
+
+
 def test_a_new_question_is_not_feedback():
     window = [("How did I sleep on Friday?", "7.1 hours on Friday."),
               ("What about my step count on Saturday?", "9,800 steps on Saturday.")]

@@ -84,8 +84,11 @@ class Embeddings:
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         todo = list(dict.fromkeys(t for t in texts if t not in self._seen))
+        for t in [t for t in todo if not (readable(t) or t).strip()]:
+            self._seen[t] = np.zeros(self.embedder.dims, dtype=np.float32)     # a blank turn means nothing
+        todo = [t for t in todo if t not in self._seen]
         if todo:
-            vectors = self.embedder.embed_many([readable(t) or t or " " for t in todo], progress=False)
+            vectors = self.embedder.embed_many([readable(t) or t for t in todo], progress=False)
             self._seen.update(zip(todo, np.asarray(vectors, dtype=np.float32)))
         return np.stack([self._seen[t] for t in texts]) if texts else np.zeros((0, self.embedder.dims))
 
