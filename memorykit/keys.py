@@ -13,10 +13,11 @@ from .errors import ValidationError
 
 MAX_ID_LENGTH = 256
 # Key structures that embed a user id right after their name: ns:<structure>:<user>[:...]
-USER_KEY_STRUCTURES = ("thread", "user", "feedback", "msgvec", "memhash",
+USER_KEY_STRUCTURES = ("thread", "user", "feedback", "msgvec", "memhash", "memaccess",
                        "working:user", "working:conversation")
-# Shared by all namespaces; "f64": vectors computed in float64 (embeddings.py), not those of the float32 model.
-EMBEDDINGS_CACHE = "memorykit:embcache:f64"
+# Shared by all namespaces; "f32one": float32 vectors of texts encoded one at a time (embeddings.py), not the
+# float64 ones an older memorykit cached under "f64".
+EMBEDDINGS_CACHE = "memorykit:embcache:f32one"
 _NAMESPACE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
 
 

@@ -45,13 +45,15 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
                            return_fields=_FIELDS, num_results=1000)  # current and superseded
     out: dict[str, Forget] = {}
     kept: dict[str, list[tuple[float, str, dict]]] = defaultdict(list)
-    for row in (row for page in store.index.paginate(everyone, page_size=1000) for row in page):
+    rows = [row for page in store.index.paginate(everyone, page_size=1000) for row in page]
+    used_at = _last_used(store, rows)
+    for row in rows:
         mid = row["id"].rsplit(":", 1)[-1]
         owner = row.get("$.user_id", "")
         if str(row.get("$.metadata.pinned", "")).lower() in ("true", "1"):
             continue
         created = as_float(row.get("$.created_at")) or now
-        used = as_float(row.get("$.last_accessed")) or created
+        used = max(filter(None, (as_float(row.get("$.last_accessed")), used_at.get(mid))), default=created)
         invalid = as_float(row.get("$.invalid_at"))
         age, idle = (now - created) / DAY, (now - used) / DAY
         reason = None
@@ -75,11 +77,27 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
     return sorted(out.values(), key=lambda f: (f.user_id, f.reason, f.id))
 
 
+def _last_used(store, rows: list[dict]) -> dict[str, float]:
+    """When a search last returned each row's memory, from its owner's access set (one read per owner)."""
+    by_owner: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        if row.get("$.user_id"):
+            by_owner[row["$.user_id"]].append(row["id"].rsplit(":", 1)[-1])
+    used: dict[str, float] = {}
+    for owner, ids in by_owner.items():
+        used.update(store.last_used([owner], ids))
+    return used
+
+
 def forget(store, policy: ForgettingPolicy, *, user_id: str | None = None, now: float | None = None) -> list[Forget]:
     """Apply the policy (:func:`plan` is its dry run): returns what was deleted."""
     doomed = plan(store, policy, user_id=user_id, now=now)
     if doomed:
         delete_keys(store.redis, [store.key(f.id) for f in doomed])
+        pipe = store.redis.pipeline(transaction=False)
+        for f in doomed:
+            pipe.zrem(store.access_key(f.user_id), f.id)
+        pipe.execute()
     return doomed
 
 
