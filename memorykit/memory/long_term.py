@@ -299,9 +299,10 @@ class MemoryStore:
         return forget_user(self.redis, self.namespace, user_id, embedder=self.embedder)
 
     def drop(self) -> None:
-        """Drop the index, every memory document and the dedup ledgers of this namespace."""
+        """Drop the index, every memory document, the dedup ledgers and access sets of this namespace."""
         self.index.delete(drop=True)
-        delete_keys(self.redis, self.redis.scan_iter(match=key(self.namespace, "memhash") + ":*", count=1000))
+        for structure in ("memhash", "memaccess"):
+            delete_keys(self.redis, self.redis.scan_iter(match=key(self.namespace, structure) + ":*", count=1000))
 
 
 MEMORY_CONTEXT_HEADER = (

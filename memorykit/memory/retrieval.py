@@ -1,8 +1,11 @@
-"""Hybrid retrieval for long-term memory: BM25 full text + KNN fused in rank space, plus recency.
+"""Hybrid retrieval for long-term memory: KNN and BM25 over the user's own memories, fused by plain RRF.
 
-Both lists run inside Redis under the same user / type / validity filter and are fused by reciprocal
-rank fusion (RRF), which needs no score calibration. Works on RediSearch 2.10 (no FT.HYBRID). An
-optional recency term, as in Redis's agent-memory-server, is mixed into the fused score.
+The vector list is Redis's KNN under the user / type / validity filter. The text list is BM25 with the
+user's own statistics: Redis counts, under the same filter, the memories holding each question word and
+returns them, and the score is computed here (RediSearch's BM25 counts words over every user's
+memories). The two lists are fused by reciprocal rank fusion (RRF, k = 60), which needs no score
+calibration; works on RediSearch 2.10 (no FT.HYBRID). An optional recency term, as in Redis's
+agent-memory-server, is mixed into the fused score; "last used" comes from the owner's access set.
 """
 from __future__ import annotations
 
