@@ -1,6 +1,6 @@
 """Query embedding: memorykit's embedder against the bare SentenceTransformer model, in one run.
 
-    python benchmarks/embeddings.py [--n 64]
+    python benchmarks/embeddings.py [--n 64] [--threads 1]
 
 Prints the median time to embed one question (cache miss: every text is new) for the bare
 all-MiniLM-L6-v2 model in float32 and for ``memorykit.get_embedder()``, and their ratio (the
@@ -9,6 +9,7 @@ model memorykit used before (vectors then did not depend on the batch; now every
 encoded alone in float32); and whether a text's vector is the same alone and in a batch.
 """
 import argparse
+import os
 import statistics
 import time
 import uuid
@@ -33,7 +34,9 @@ def interleaved_ms(fns: dict, items: dict) -> dict[str, float]:
     return {name: statistics.median(t) * 1000 for name, t in times.items()}
 
 
-def main(n: int = 64) -> None:
+def main(n: int = 64, threads: int | None = None) -> None:
+    if threads:
+        torch.set_num_threads(threads)
     r = mk.connect()
     emb = mk.get_embedder(r)
     bare = SentenceTransformer(model_path(), device="cpu")
@@ -41,7 +44,11 @@ def main(n: int = 64) -> None:
     tag = uuid.uuid4().hex[:8]
     words = "garden pottery marathon Lisbon recipe cousin violin deadline beagle vegan".split()
 
-    def texts(kind: str, count: int) -> list[str]:  # new texts every time: the cache never hits
+    marker = dict(zip(["bare", "mk", "f64", "same"] + [f"{v}{i}" for v in ("bare", "mk", "f64") for i in range(64)],
+                      "red blue green white".split() + [f"{c} {i}" for c in ("gold", "silver", "black") for i in range(64)]))
+
+    def texts(kind: str, count: int) -> list[str]:  # new texts, of the same length for every variant: cache misses
+        kind = marker[kind]
         return [f"What did {words[i % 10]} {kind} {tag} {i} mean for the trip in {2000 + i % 24}?"
                 for i in range(count)]
 
@@ -50,6 +57,7 @@ def main(n: int = 64) -> None:
     emb.embed(f"warm up {tag}")
     single = interleaved_ms({"bare": bare.encode, "mk": emb.embed, "f64": f64.encode},
                             {name: texts(name, n) for name in ("bare", "mk", "f64")})
+    emb.flush()  # the cache writes of the misses above have landed
     hit = interleaved_ms({"hit": emb.embed}, {"hit": texts("mk", n)})["hit"]
     batches = {name: [texts(f"{name}{i}", 16) for i in range(max(n // 16, 3))] for name in ("bare", "mk", "f64")}
     batch = {name: ms / 16 for name, ms in interleaved_ms(
@@ -72,9 +80,13 @@ def main(n: int = 64) -> None:
     print(f"{'  memorykit embed_many (each text alone)':<48}{batch['mk']:>8.1f}{batch['mk'] / batch['bare']:>8.2f}x")
     print(f"{'  before: float64 model, batched':<48}{batch['f64']:>8.1f}{batch['f64'] / batch['bare']:>8.2f}x")
     print(f"same vector alone and in a batch (bit for bit): {identical}")
+    print(f"torch threads: {torch.get_num_threads()}, load average: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n", type=int, default=64, help="questions per measurement")
-    main(p.parse_args().n)
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads for every variant (1 keeps a shared, busy machine from skewing the ratio)")
+    args = p.parse_args()
+    main(args.n, args.threads)

@@ -9,7 +9,9 @@ model costs (on two CPU cores a batch of 64 saves little per text; see ``benchma
 from __future__ import annotations
 
 import functools
+import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -19,6 +21,10 @@ from tqdm.auto import tqdm
 from .config import settings
 from .errors import ModelNotFoundError, ValidationError
 from .keys import EMBEDDINGS_CACHE
+
+log = logging.getLogger(__name__)
+# One writer thread stores new vectors in the cache after embed() has returned them, in submission order.
+_CACHE_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memorykit-embcache")
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 PROGRESS_MIN_ITEMS = 256
@@ -58,6 +64,13 @@ def _base_vectorizer(kind: str):
     raise ValidationError(f"MEMORYKIT_EMBEDDER must be 'local' or 'openai', got {kind!r}")
 
 
+def _cache_write(cache, items: list[dict]) -> None:
+    try:
+        cache.mset(items)
+    except Exception:  # a cache that cannot be written only costs a recomputation later
+        log.warning("could not store %d vector(s) in the embeddings cache", len(items), exc_info=True)
+
+
 def _float32(vector: Sequence[float]) -> list[float]:
     """Round to float32, the precision the index stores: the same text always gets the same vector."""
     return np.asarray(vector, dtype=np.float32).tolist()
@@ -80,7 +93,8 @@ class Embedder:
         return text
 
     def embed(self, text: str) -> list[float]:
-        """One text's vector: read from the cache, else computed and cached in one pipelined write."""
+        """One text's vector: read from the cache, else computed and returned at once while a background
+        thread caches it (a question then costs one cache read more than the bare model)."""
         text, cache = self._check(text), self.vectorizer.cache
         if cache is None:
             return _float32(self.vectorizer.embed(text))
@@ -88,8 +102,14 @@ class Embedder:
         if hit:
             return _float32(hit["embedding"])
         vector = self.vectorizer.embed(text, skip_cache=True)
-        cache.mset([{"content": text, "model_name": self.vectorizer.model, "embedding": vector}])
+        _CACHE_WRITER.submit(_cache_write, cache, [{"content": text, "model_name": self.vectorizer.model,
+                                                    "embedding": vector}])
         return _float32(vector)
+
+    @staticmethod
+    def flush() -> None:
+        """Wait until every vector :meth:`embed` returned so far is in the cache."""
+        _CACHE_WRITER.submit(lambda: None).result()
 
     def embed_many(self, texts: Sequence[str], batch_size: int = 64,
                    progress: bool | None = None) -> list[list[float]]:
@@ -109,6 +129,7 @@ class Embedder:
         """Drop these texts from the embeddings cache (used by ``forget_user``)."""
         texts = [t for t in texts if isinstance(t, str) and t.strip()]
         if self.vectorizer.cache is not None and texts:
+            self.flush()  # a pending write must not bring a forgotten text back
             self.vectorizer.cache.mdrop(texts, model_name=self.vectorizer.model)
 
 

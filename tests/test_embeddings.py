@@ -49,9 +49,14 @@ def test_cache_stores_in_redis_and_forget_drops(r, emb):
     emb.forget([text])
     before = len(list(r.scan_iter(match="memorykit:embcache:*", count=1000)))
     emb.embed(text)
+    emb.flush()  # embed() returns before its background write lands
     after = len(list(r.scan_iter(match="memorykit:embcache:*", count=1000)))
     assert after == before + 1
     emb.forget([text])
+    assert len(list(r.scan_iter(match="memorykit:embcache:*", count=1000))) == before
+    emb.embed(text)
+    emb.forget([text])  # waits for the pending write first: the forgotten text stays gone
+    emb.flush()
     assert len(list(r.scan_iter(match="memorykit:embcache:*", count=1000))) == before
 
 
