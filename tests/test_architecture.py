@@ -123,7 +123,7 @@ def test_no_module_over_450_lines():
     assert {n: c for n, c in big.items() if c > 450} == {}
 
 
-CORE_BUDGET = 4625  # issue 14 set 4,500 (4,489 measured); +~120 for issue 27: per-user BM25 in retrieval.py, per-user access sets
+CORE_BUDGET = 4650  # issue 14 set 4,500 (4,489 measured); +~140 for issue 27: per-user BM25, access sets, async cache writes
 
 
 def test_library_core_stays_within_its_budget():
