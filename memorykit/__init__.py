@@ -12,11 +12,6 @@ ipywidgets, matplotlib nor umap. Everything else lives in the subpackages:
 from __future__ import annotations
 
 import importlib
-import os as _os
-
-for _var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS"):
-    _os.environ.setdefault(_var, "1")
-_os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 __version__ = "0.2.0"
 

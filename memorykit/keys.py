@@ -19,8 +19,9 @@ NAMESPACE_INDEXES = ("memories", "procedures", "feedback", "messages")
 # The owner of shared knowledge. ``encode`` and ``index.owner_tag`` put two hex digits after every '%',
 # so no user id, however spelled, produces "%shared" (the id "%shared" itself encodes to "%25shared").
 SHARED_OWNER = "%shared"
-# Shared by all namespaces; "f64": vectors computed in float64 (embeddings.py), not those of the float32 model.
-EMBEDDINGS_CACHE = "memorykit:embcache:f64"
+# Shared by all namespaces; "f32one": float32 vectors of texts encoded one at a time (embeddings.py), not the
+# float64 ones an older memorykit cached under "f64".
+EMBEDDINGS_CACHE = "memorykit:embcache:f32one"
 _NAMESPACE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
 
 

@@ -1,11 +1,13 @@
 """The local embedding model: offline, 384-d, normalized, meaningful, cached in Redis."""
 import math
+import os
+import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from memorykit.embeddings import model_path
+from memorykit.embeddings import get_embedder, model_path
 from memorykit.errors import ModelNotFoundError, ValidationError
 
 
@@ -21,11 +23,25 @@ def test_similar_sentences_are_closer(emb):
     assert a @ b > a @ c + 0.2
 
 
-def test_embed_many_matches_embed(emb):
-    texts = ["alpha beta", "gamma delta", "epsilon"]
-    many = emb.embed_many(texts, batch_size=2)
-    for text, vec in zip(texts, many):
-        assert np.allclose(vec, emb.embed(text), atol=1e-5)
+def test_embed_many_matches_embed_bit_for_bit(emb):
+    texts = ["alpha beta", "a much longer sentence about gamma and delta, padded in any batch", "epsilon 3f9c"]
+    emb.forget(texts)
+    many = emb.embed_many(texts, batch_size=2)  # computed together, cached
+    emb.forget(texts)
+    alone = [emb.embed(t) for t in reversed(texts)][::-1]  # computed one by one, in another order
+    emb.forget(texts)
+    assert many == alone
+    raw = get_embedder(cache=False)
+    assert raw.embed_many(texts) == alone and [raw.embed(t) for t in texts] == alone
+
+
+def test_import_memorykit_leaves_the_environment_alone():
+    """The Hugging Face offline switches belong to the local embedder, set when it loads, not on import."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_", "TOKENIZERS_"))}
+    code = ("import os, memorykit; print(os.environ.get('HF_HUB_OFFLINE'));"
+            "memorykit.get_embedder(cache=False); print(os.environ.get('HF_HUB_OFFLINE'))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["None", "1"]
 
 
 def test_cache_stores_in_redis_and_forget_drops(r, emb):
@@ -33,9 +49,14 @@ def test_cache_stores_in_redis_and_forget_drops(r, emb):
     emb.forget([text])
     before = len(list(r.scan_iter(match="memorykit:embcache:*", count=1000)))
     emb.embed(text)
+    emb.flush()  # embed() returns before its background write lands
     after = len(list(r.scan_iter(match="memorykit:embcache:*", count=1000)))
     assert after == before + 1
     emb.forget([text])
+    assert len(list(r.scan_iter(match="memorykit:embcache:*", count=1000))) == before
+    emb.embed(text)
+    emb.forget([text])  # waits for the pending write first: the forgotten text stays gone
+    emb.flush()
     assert len(list(r.scan_iter(match="memorykit:embcache:*", count=1000))) == before
 
 

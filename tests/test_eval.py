@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 
 import pytest
@@ -99,3 +100,27 @@ def test_ingest_and_evaluate_one_dialog(r, emb, ns):
     assert 0 < summary["all"][0] <= 1
     table = ev.table([run])
     assert list(table.columns)[0] == "all" and table.index.tolist() == ["hybrid"]
+
+
+def test_plain_bm25_and_rrf_are_the_textbook_ones():
+    docs = [["boiler", "broke"], ["garden", "shed", "garden"], ["garden"], []]
+    scores = ev.plain_bm25(docs, ["boiler", "garden"])
+    idf_rare = math.log(1 + (4 - 1 + 0.5) / (1 + 0.5))
+    assert scores[0] == pytest.approx(idf_rare * 2.2 / (1 + 1.2 * (1 - 0.75 + 0.75 * 2 / 1.5)))
+    assert scores[0] > scores[1] > 0 and scores[3] == 0.0  # the rarer word weighs more
+    assert ev.plain_rrf(["a", "b", "c"], ["c", "a"]) == ["a", "c", "b"]
+    assert ev.plain_rrf(["x"], ["y"]) == ["x", "y"]
+
+
+def test_baselines_rank_one_dialog_outside_redis(emb):
+    data = ev.load_longmem().split("dev")
+    one = ev.LongMemSet(data.dialogs[:1], [q for q in data.questions if q.dialog_id == data.dialogs[0].dialog_id])
+    runs = ev.baselines(one, emb, k=5, depth=10)
+    assert [r.name for r in runs] == ["vector (brute force)", "BM25 (plain Python)", "plain RRF"]
+    ids = {t.turn_id for t in one.dialogs[0].turns}
+    vector, text, fused = runs
+    assert all(len(r) == 10 and set(r) <= ids for r in vector.ranked + fused.ranked)
+    assert set(vector.scores) >= {"recall@1", "recall@5", "recall@10", "mrr"}
+    assert all(0 < r.summary("recall@10")["all"][0] <= 1 for r in runs)
+    table = ev.compare(runs)
+    assert list(table.columns) == list(ev.METRICS) and table.index.tolist() == [r.name for r in runs]

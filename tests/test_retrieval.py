@@ -99,18 +99,66 @@ def test_recency_prefers_the_newer_of_two_versions(store):
     assert store.search("Where does Ana live?", user_id="ana", k=1, recency=True, touch=False)[0].recency is not None
 
 
-def test_scoped_terms_drop_words_common_in_this_users_memories(store):
-    for i in range(8):
-        add(store, f"Ana: entry {i} about something else entirely, number {i}")
-    add(store, "Ana: the plumber fixed the boiler")
-    expr = store._filter("ana", ("episodic",))
-    assert rt.scoped_terms(store.index, ["ana", "boiler"], expr, 0.2) == ["boiler"]
-    assert rt.scoped_terms(store.index, ["ana", "boiler"], expr, 1.0) == ["ana", "boiler"]
-    store.delete(store.list("ana")[0].id, user_id="ana")
-    for m in store.list("ana")[3:]:
-        store.delete(m.id, user_id="ana")
-    assert len(store.list("ana")) == 3  # in a handful of memories no word counts as common
-    assert rt.scoped_terms(store.index, ["ana"], expr, 0.2) == ["ana"]
+def test_bm25_counts_words_over_the_given_documents():
+    docs = {"boiler": {"m1": "Ana: the plumber fixed the boiler"}, "ana": {"m1": "Ana: the plumber fixed the boiler",
+                                                                       "m2": "Ana: hello"}}
+    scores = rt.bm25(docs, {"boiler": 1, "ana": 9}, total=10)
+    assert scores["m1"] > scores["m2"] > 0
+    assert rt.idf(10, 1) > rt.idf(10, 9) > 0
+    assert rt.bm25({"boiler": {}}, {"boiler": 0}, total=0) == {}
+
+
+def test_text_scores_use_only_this_users_memories(store):
+    """BM25 statistics are the user's own: another user's memories never move this user's scores."""
+    add(store, "Ana: the garden shed needs paint", user="ana")
+    add(store, "Ana: the boiler broke again", user="ana")
+    before = {h.memory.content: h.text_score for h in store.search("garden boiler", user_id="ana", k=5, mode="text")}
+    other = "a|b {x}*"
+    store.add_many([{"content": f"garden note {i}: tomatoes in the garden", "user_id": other} for i in range(30)])
+    after = store.search("garden boiler", user_id="ana", k=5, mode="text")
+    assert {h.memory.content: h.text_score for h in after} == before
+    assert {h.memory.user_id for h in after} == {"ana"}
+    assert {h.memory.user_id for h in store.search("garden", user_id=other, k=50, mode="hybrid")} == {other}
+
+
+def test_a_search_writes_no_memory_document(store, r):
+    """Reads record "last used" in the owner's access set; the documents (and so the index) stay untouched."""
+    users = ("ana", "a|b {x}*")
+    for user in users:
+        for text in ("I swim on Mondays", "My sister lives in Porto", "The boiler broke in May"):
+            add(store, f"{user}: {text}", user=user)
+    docs = {k: r.execute_command("JSON.GET", k) for k in r.scan_iter(match=f"{store.namespace}:memory:*")}
+    vector = store.embedder.embed("When does Ana swim?")
+    writes = {k: v["calls"] for k, v in r.info("commandstats").items() if k.startswith("cmdstat_json.")}
+    for mode in ("vector", "text", "hybrid"):
+        hits = store.search("When does Ana swim?", user_id="ana", k=2, mode=mode, vector=vector, recency=mode == "hybrid")
+        assert hits and all(h.memory.user_id == "ana" for h in hits)
+    after = {k: v["calls"] for k, v in r.info("commandstats").items() if k.startswith("cmdstat_json.")}
+    assert {k: after[k] for k in writes if "get" not in k} == {k: v for k, v in writes.items() if "get" not in k}
+    assert set(after) - set(writes) <= {"cmdstat_json.get", "cmdstat_json.mget"}
+    assert {k: r.execute_command("JSON.GET", k) for k in docs} == docs
+    used = store.last_used(["ana"], [h.memory.id for h in hits])
+    assert set(used) == {h.memory.id for h in hits} and all(u <= time.time() for u in used.values())
+    assert store.last_used([users[1]], [h.memory.id for h in hits]) == {}
+    assert r.exists(store.access_key("ana")) and not r.exists(store.access_key(users[1]))
+    store.forget_user("ana")
+    assert not r.exists(store.access_key("ana"))
+
+
+def test_recency_and_forgetting_read_the_access_set(store):
+    from memorykit.memory import forgetting as fg
+
+    now = time.time()
+    used = add(store, "Ana: my locker code is 9931", days_ago=200, now=now)
+    idle = add(store, "Ana: I once tried paragliding", days_ago=200, now=now)
+    add(store, "a|b: my locker code is 9931", user="a|b", days_ago=200, now=now)
+    store.search("locker code", user_id="ana", k=1, mode="hybrid")  # recorded as used just now
+    plan = fg.plan(store, fg.ForgettingPolicy(max_inactive_days=30), now=now + 60)
+    assert {f.id for f in plan} == {idle.id} | {m.id for m in store.list("a|b")}
+    hit = store.search("locker code", user_id="ana", k=1, mode="hybrid", recency=rt.Recency(now=now + 60), touch=False)
+    assert hit[0].memory.id == used.id and hit[0].recency > 0.5 and hit[0].memory.last_accessed >= now
+    fg.forget(store, fg.ForgettingPolicy(max_inactive_days=30), user_id="ana", now=now + 60)
+    assert store.last_used(["ana"], [idle.id, used.id]).keys() == {used.id}
 
 
 def test_hybrid_search_keeps_the_callers_filters(store):

@@ -247,7 +247,8 @@ class Run:
     def __post_init__(self):
         qs, k = self.questions, self.k
         self.scores = {
-            f"recall@{k}": [recall_at_k(r, q.evidence, k) for q, r in zip(qs, self.ranked)],
+            **{f"recall@{n}": [recall_at_k(r, q.evidence, n) for q, r in zip(qs, self.ranked)]
+               for n in sorted({1, 5, 10, k})},
             f"recall_all@{k}": [recall_at_k(r, q.evidence, k, need="all") for q, r in zip(qs, self.ranked)],
             "mrr": [reciprocal_rank(r, q.evidence) for q, r in zip(qs, self.ranked)],
             f"ndcg@{k}": [ndcg_at_k(r, q.evidence, k) for q, r in zip(qs, self.ranked)],
@@ -289,6 +290,61 @@ def evaluate(store, data: LongMemSet, turn_of: dict[str, str], *, k: int = 5, na
     name = name or search_kwargs.get("mode", "vector") + ("+recency" if recency else "")
     return Run(name, data.questions, ranked, k,
                time.perf_counter() - start)
+
+
+# ---------------------------------------------------------------------------------- baselines
+def plain_bm25(docs: Sequence[Sequence[str]], query: Sequence[str], k1: float = 1.2, b: float = 0.75) -> list[float]:
+    """Textbook Okapi BM25 of each tokenized document for the query words, statistics from ``docs`` alone."""
+    from collections import Counter
+
+    n, avgdl = len(docs), sum(map(len, docs)) / max(len(docs), 1) or 1.0
+    df = Counter(w for d in docs for w in set(d))
+    tfs = [Counter(d) for d in docs]
+    idf = {w: math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5)) for w in set(query)}
+    return [sum(idf[w] * tf[w] * (k1 + 1) / (tf[w] + k1 * (1 - b + b * len(d) / avgdl)) for w in idf if tf[w])
+            for d, tf in zip(docs, tfs)]
+
+
+def plain_rrf(*rankings: Sequence[str], k: int = 60) -> list[str]:
+    """Plain reciprocal rank fusion of full rankings: ``sum 1 / (k + rank)``, best first (ties: first seen)."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, doc in enumerate(ranking, 1):
+            scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
+    return sorted(scores, key=lambda d: -scores[d])
+
+
+def baselines(data: LongMemSet, embedder, *, k: int = 5, depth: int = 10,
+              template: str = "{speaker}: {text}") -> list[Run]:
+    """Three rankings computed outside Redis over each dialog's turns (the same texts :func:`ingest` stores):
+    brute-force cosine, plain-Python BM25 with per-dialog statistics, and their plain RRF (k = 60)."""
+    from ..memory.retrieval import query_terms, words
+
+    turns = {d.dialog_id: d.turns for d in data.dialogs}
+    texts = {d: [template.format(speaker=t.speaker, text=t.text) for t in ts] for d, ts in turns.items()}
+    vectors = {d: np.asarray(embedder.embed_many(ts, progress=False)) for d, ts in texts.items()}
+    tokens = {d: [words(t) for t in ts] for d, ts in texts.items()}
+    asked = np.asarray(embedder.embed_many([q.question for q in data.questions], progress=False))
+    ranked: dict[str, list[list[str]]] = {"vector (brute force)": [], "BM25 (plain Python)": [], "plain RRF": []}
+    for q, qv in zip(data.questions, asked):
+        ids = [t.turn_id for t in turns[q.dialog_id]]
+        cos = vectors[q.dialog_id] @ qv
+        by_vector = [ids[i] for i in np.argsort(-cos, kind="stable")]
+        text = plain_bm25(tokens[q.dialog_id], query_terms(q.question))
+        by_text = [ids[i] for i in sorted(range(len(ids)), key=lambda i: -text[i]) if text[i] > 0]
+        for name, ranking in zip(ranked, (by_vector, by_text, plain_rrf(by_vector, by_text))):
+            ranked[name].append(ranking[:depth])
+    return [Run(name, data.questions, r, k) for name, r in ranked.items()]
+
+
+METRICS = ("recall@1", "recall@5", "recall@10", "mrr")
+
+
+def compare(runs: Sequence[Run], metrics: Sequence[str] = METRICS):
+    """A pandas table: one row per method, one column per metric, ``mean [low, high]`` (95% bootstrap)."""
+    import pandas as pd
+
+    return pd.DataFrame({m: table(runs, m, by_kind=False)["all"] for m in metrics})
 
 
 def table(runs: Sequence[Run], metric: str | None = None, by_kind: bool = True):

@@ -58,9 +58,9 @@ class Decision:
         return f"Decision({self.action} by {self.tier}{target}: {self.reason})"
 
 
-# KEYS[1]: a memory, KEYS[2..4]: its owner's ledgers (episodic, semantic, procedural). ARGV: the caller's owner
-# tag, the memory id, the shared tag when the caller is a user. Deletes the memory and the ledger entry naming
-# it, atomically: 1; 0 if missing or another owner's (the same answer); -1 if shared and the caller a user.
+# KEYS[1]: a memory, KEYS[2..4]: its owner's ledgers (episodic, semantic, procedural), KEYS[5]: its access set.
+# ARGV: the caller's owner tag, the memory id, the shared tag when the caller is a user. Deletes the memory, the
+# ledger entry naming it and its access time, atomically: 1; 0 if missing or another owner's (the same answer); -1 if shared and the caller a user.
 DROP_MEMORY = """
 local raw = redis.call('JSON.GET', KEYS[1], '$.user_tag', '$.memory_type', '$.content_hash')
 if not raw then return 0 end
@@ -73,6 +73,7 @@ end
 local ledger = KEYS[({episodic = 2, semantic = 3, procedural = 4})[doc['$.memory_type'][1]] or 0]
 local digest = doc['$.content_hash'][1]
 if ledger and digest and redis.call('HGET', ledger, digest) == ARGV[2] then redis.call('HDEL', ledger, digest) end
+redis.call('ZREM', KEYS[5], ARGV[2])
 return redis.call('DEL', KEYS[1])
 """
 # KEYS[1]: a ledger. ARGV: a content hash, the id expected under it ('' = none), the id to put there ('' = remove).

@@ -48,13 +48,15 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None, shared:
     everyone = FilterQuery(filter_expression=scope, return_fields=_FIELDS, num_results=1000)  # current and superseded
     out: dict[str, Forget] = {}
     kept: dict[str, list[tuple[float, str, dict]]] = defaultdict(list)
-    for row in (row for page in store.index.paginate(everyone, page_size=1000) for row in page):
+    rows = [row for page in store.index.paginate(everyone, page_size=1000) for row in page]
+    used_at = _last_used(store, rows)
+    for row in rows:
         mid = row["id"].rsplit(":", 1)[-1]
         owner = row.get("$.user_tag", "")
         if str(row.get("$.metadata.pinned", "")).lower() in ("true", "1"):
             continue
         created = as_float(row.get("$.created_at")) or now
-        used = as_float(row.get("$.last_accessed")) or created
+        used = max(filter(None, (as_float(row.get("$.last_accessed")), used_at.get(mid))), default=created)
         invalid = as_float(row.get("$.invalid_at"))
         age, idle = (now - created) / DAY, (now - used) / DAY
         reason = None
@@ -78,10 +80,23 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None, shared:
     return sorted(out.values(), key=lambda f: (f.user_id or "", f.reason, f.id))
 
 
+def _last_used(store, rows: list[dict]) -> dict[str, float]:
+    """When a search last returned each row's memory, from its owner's access set (one read per owner)."""
+    by_owner: dict[str | None, list[str]] = defaultdict(list)
+    for row in rows:
+        owner = None if row.get("$.user_tag") == SHARED_TAG else row.get("$.user_id")
+        if owner is not None or row.get("$.user_tag") == SHARED_TAG:
+            by_owner[owner].append(row["id"].rsplit(":", 1)[-1])
+    used: dict[str, float] = {}
+    for owner, ids in by_owner.items():
+        used.update(store.last_used([owner], ids))
+    return used
+
+
 def forget(store, policy: ForgettingPolicy, *, user_id: str | None = None, shared: bool = False,
            now: float | None = None) -> list[Forget]:
     """Apply the policy (:func:`plan` is its dry run): returns what was deleted, each memory with its
-    ledger entry in one step (a memory changed owner or vanished meanwhile is left alone)."""
+    ledger entry and access time in one step (a memory changed owner or vanished meanwhile is left alone)."""
     doomed = plan(store, policy, user_id=user_id, shared=shared, now=now)
     done = store._drop([(f.id, f.user_id) for f in doomed]) if doomed else []
     return [f for f, ok in zip(doomed, done) if ok > 0]

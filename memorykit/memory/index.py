@@ -214,6 +214,7 @@ def user_keys(client: redis.Redis, namespace: str, user_id: str) -> set[str]:
     threads_key, registry = user_key(namespace, "user", user_id, "threads"), registry_key(namespace, user_id)
     profile = user_key(namespace, "working:user", user_id)
     found = {threads_key, registry, profile, profile + ":history",
+             user_key(namespace, "memaccess", user_id),
              *(user_key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES),
              *(key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES)}  # ledgers named before the hash tag
     for thread in client.zrange(threads_key, 0, -1):

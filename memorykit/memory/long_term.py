@@ -17,7 +17,7 @@ from redisvl.query import CountQuery, FilterQuery
 from redisvl.query.filter import FilterExpression, Tag
 
 from ..errors import ValidationError
-from ..keys import check_id, check_namespace, key
+from ..keys import check_id, check_namespace, key, shared_key, user_key
 from ..messages import new_id
 from . import dedup, retrieval
 from .index import (MEMORY_TYPES, SHARED_TAG, content_hash, delete_keys, ensure_index, forget_user, json_docs,
@@ -103,8 +103,6 @@ def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
 
 class MemoryStore:
     """Add, search, list, update and delete long-term memories for many users."""
-
-    touch_interval: float = 60.0
 
     def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit"):
         self.redis = redis_client
@@ -249,23 +247,46 @@ class MemoryStore:
         pipe = self.redis.pipeline(transaction=False)
         for memory_id, owner in owned:
             ledgers = [dedup.ledger_key(self, owner, t) for t in MEMORY_TYPES]
-            self._drop_script(keys=[self.key(memory_id), *ledgers],
+            self._drop_script(keys=[self.key(memory_id), *ledgers, self.access_key(owner)],
                               args=[tag_of(owner), memory_id, SHARED_TAG if owner is not None else ""], client=pipe)
         return [int(x) for x in pipe.execute()]
 
+    def access_key(self, owner: str | None) -> str:
+        """The owner's sorted set of memory id -> last time a search returned it (``ns:memaccess:{user}``;
+        shared knowledge: ``ns:memaccess:{%shared}``)."""
+        if owner is None:
+            return shared_key(self.namespace, "memaccess")
+        return user_key(self.namespace, "memaccess", owner)
+
     def touch(self, memories: Sequence[Memory]) -> int:
-        """Set ``last_accessed`` to now, skipping memories touched less than ``touch_interval`` ago
-        (any write to a JSON document makes Redis re-index all of it, vector included)."""
-        now = time.time()
-        stale = [m for m in memories if m.last_accessed is None or now - m.last_accessed >= self.touch_interval]
-        if stale:
+        """Record that these memories were just used, in their owners' access sets (one pipeline): the
+        documents stay as they are, since any write to a JSON document makes Redis re-index all of it."""
+        now, by_owner = time.time(), {}
+        for m in memories:
+            by_owner.setdefault(m.user_id, {})[m.id] = now
+        if by_owner:
             pipe = self.redis.pipeline(transaction=False)
-            for m in stale:
-                pipe.json().set(self.key(m.id), "$.last_accessed", now)
-            pipe.execute(raise_on_error=False)  # a memory deleted meanwhile is simply skipped
-            for m in stale:
-                m.last_accessed = now
-        return len(stale)
+            for owner, ids in by_owner.items():
+                pipe.zadd(self.access_key(owner), ids)
+            pipe.execute()
+        for m in memories:
+            m.last_accessed = now
+        return len(memories)
+
+    def last_used(self, owners: Iterable[str], memory_ids: Sequence[str]) -> dict[str, float]:
+        """When a search last returned each memory (any of these owners' access sets); absent: never."""
+        ids, owners = [mid.rsplit(":", 1)[-1] for mid in memory_ids], list(dict.fromkeys(owners))
+        if not ids or not owners:
+            return {}
+        pipe = self.redis.pipeline(transaction=False)
+        for owner in owners:
+            pipe.zmscore(self.access_key(owner), ids)
+        used: dict[str, float] = {}
+        for scores in pipe.execute():
+            for full, score in zip(memory_ids, scores):
+                if score is not None:
+                    used[full] = max(float(score), used.get(full, 0.0))
+        return used
 
     def _filter(self, user_id, memory_types, as_of=None, include_superseded=False) -> FilterExpression:
         expr = user_scope(user_id, memory_types)
@@ -293,6 +314,10 @@ class MemoryStore:
             hits = self._hits(nearest(self.index, vector, expr, k, distance_threshold), user_id, memory_types)
         if touch:
             self.touch([h.memory for h in hits])
+        else:
+            used = self.last_used({h.memory.user_id for h in hits}, [h.memory.id for h in hits])
+            for h in hits:
+                h.memory.last_accessed = max(filter(None, (h.memory.last_accessed, used.get(h.memory.id))), default=None)
         return hits
 
     def _hits(self, rows, user_id, memory_types) -> list[MemoryHit]:
@@ -346,9 +371,10 @@ class MemoryStore:
         return forget_user(self.redis, self.namespace, user_id, embedder=self.embedder)
 
     def drop(self) -> None:
-        """Drop the index, every memory document and the dedup ledgers of this namespace."""
+        """Drop the index, every memory document, the dedup ledgers and access sets of this namespace."""
         self.index.delete(drop=True)
-        delete_keys(self.redis, self.redis.scan_iter(match=key(self.namespace, "memhash") + ":*", count=1000))
+        for structure in ("memhash", "memaccess"):
+            delete_keys(self.redis, self.redis.scan_iter(match=key(self.namespace, structure) + ":*", count=1000))
 
 
 MEMORY_CONTEXT_HEADER = (

@@ -1,33 +1,39 @@
-"""Hybrid retrieval for long-term memory: BM25 full text + KNN fused in rank space, plus recency.
+"""Hybrid retrieval for long-term memory: KNN and BM25 over the user's own memories, fused by plain RRF.
 
-Both lists run inside Redis under the same user / type / validity filter and are fused by reciprocal
-rank fusion (RRF), which needs no score calibration. Works on RediSearch 2.10 (no FT.HYBRID). An
-optional recency term, as in Redis's agent-memory-server, is mixed into the fused score.
+The vector list is Redis's KNN under the user / type / validity filter. The text list is BM25 with the
+user's own statistics: Redis counts, under the same filter, the memories holding each question word and
+returns them, and the score is computed here (RediSearch's BM25 counts words over every user's
+memories). The two lists are fused by reciprocal rank fusion (RRF, k = 60), which needs no score
+calibration; works on RediSearch 2.10 (no FT.HYBRID). An optional recency term, as in Redis's
+agent-memory-server, is mixed into the fused score; "last used" comes from the owner's access set.
 """
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
-from redisvl.query import CountQuery, TextQuery, VectorQuery
+from redisvl.query import CountQuery, FilterQuery, VectorQuery
 from redisvl.query.filter import Text
 from redisvl.utils.stopwords import get_stopwords
 
 from ..errors import ValidationError
-from .index import json_docs
+from .index import json_docs, memory_type_list
 
 MODES = ("vector", "text", "hybrid")
 DAY = 86400.0
 _RETURN = ["id", "created_at", "last_accessed"]
-# RRF's usual k and equal weights for the two lists; the common-word share was tuned on the dev
-# split of data/longmem only (notebook 09 reports the test split).
+# Plain RRF: the original paper's k and equal weights. Depths were checked on the dev split of data/longmem
+# only (notebook 09 reports the test split; benchmarks/retrieval.py LoCoMo too).
 RRF_K = 60
-MAX_TERM_SHARE = 0.2  # a word in a larger share of the user's memories (and in more than MIN_COMMON) is dropped
+DEPTH = 100  # candidates kept per list
+TERM_MATCHES = 1000  # memories read per query word (its document frequency is counted exactly regardless)
+MAX_TERM_SHARE: float | None = 0.2  # see common(); chosen on the dev split
 MIN_COMMON = 3
-DEPTH = 50  # candidates fetched per list
+K1, B = 1.2, 0.75  # BM25's usual constants
 
 
 @dataclass(frozen=True)
@@ -70,10 +76,15 @@ _STOP = get_stopwords("english")
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
 
 
+def words(text: str) -> list[str]:
+    """Lower-cased words minus English stopwords and possessive endings, repeats kept (a document's terms)."""
+    found = (w.lower().removesuffix("'s").replace("'", "") for w in _WORD.findall(text.replace("’", "'")))
+    return [w for w in found if len(w) > 1 and w not in _STOP]
+
+
 def query_terms(text: str) -> list[str]:
-    """Lower-cased words of a question minus English stopwords and possessive endings."""
-    words = (w.lower().removesuffix("'s").replace("'", "") for w in _WORD.findall(text.replace("’", "'")))
-    return list(dict.fromkeys(w for w in words if len(w) > 1 and w not in _STOP))
+    """The distinct :func:`words` of a question, in order."""
+    return list(dict.fromkeys(words(text)))
 
 
 def as_float(value: Any) -> float | None:
@@ -83,14 +94,25 @@ def as_float(value: Any) -> float | None:
         return None
 
 
-def scoped_terms(index, terms: Sequence[str], expr, max_share: float) -> list[str]:
-    """Drop terms found in more than ``max_share`` (and ``MIN_COMMON``) of the memories in scope: BM25's IDF
-    is global to the index, so a word common in this user's memories (their own name) would dominate."""
-    if not terms or max_share >= 1:
-        return list(terms)
-    with_term = [expr & (Text("content") % re.sub(r"(\W)", r"\\\1", t)) for t in terms]
-    total, *counts = index.batch_query([CountQuery(e) for e in [expr, *with_term]], batch_size=len(terms) + 1)
-    return [t for t, n in zip(terms, counts) if n <= max(max_share * total, MIN_COMMON)]
+def idf(total: int, with_term: int) -> float:
+    """BM25's inverse document frequency: high for a word few of the ``total`` documents contain."""
+    return math.log(1 + (total - with_term + 0.5) / (with_term + 0.5))
+
+
+def bm25(term_docs: dict[str, dict[str, str]], df: dict[str, int], total: int) -> dict[str, float]:
+    """Okapi BM25 (k1 = 1.2, b = 0.75) of the documents in ``term_docs`` (term -> {id: content}), with ``df``
+    and ``total`` counted over the user's memories only; ``avgdl`` is the mean length of these documents."""
+    content = {doc: text for docs in term_docs.values() for doc, text in docs.items()}
+    tokens = {doc: words(text) for doc, text in content.items()}
+    avgdl = sum(map(len, tokens.values())) / max(len(tokens), 1) or 1.0
+    scores: dict[str, float] = {}
+    for term, docs in term_docs.items():
+        weight = idf(total, df[term])
+        for doc in docs:  # Redis matched it (stemmed): at least once, more if the plain word repeats
+            tf = max(1, sum(1 for w in tokens[doc] if w.startswith(term)))
+            norm = K1 * (1 - B + B * len(tokens[doc]) / avgdl)
+            scores[doc] = scores.get(doc, 0.0) + weight * tf * (K1 + 1) / (tf + norm)
+    return scores
 
 
 def rrf(lists: dict[str, Sequence[str]], weights: dict[str, float], k: int = 60) -> dict[str, float]:
@@ -102,42 +124,83 @@ def rrf(lists: dict[str, Sequence[str]], weights: dict[str, float], k: int = 60)
     return scores
 
 
+def _has(expr, term: str):
+    """``expr`` and the content contains ``term`` (RediSearch stems it: *painted* matches *paint*)."""
+    return expr & (Text("content") % re.sub(r"(\W)", r"\\\1", term))
+
+
+def common(df: dict[str, int], total: int, share: float | None) -> set[str]:
+    """Words in more than ``share`` of the user's memories (and in more than ``MIN_COMMON``): a speaker's or
+    the user's own name, which matches half of everything and ranks nothing."""
+    return set() if share is None else {t for t, n in df.items() if n > max(share * total, MIN_COMMON)}
+
+
+def text_scores(index, terms: Sequence[str], expr, df: dict[str, int], total: int) -> tuple[dict[str, float], list]:
+    """BM25 over the user's own memories: the memories in scope holding each word (read from Redis) scored
+    with the user's own counts ``df`` / ``total``, words in :func:`common` left out."""
+    skip = common(df, total, MAX_TERM_SHARE)
+    kept = [t for t in terms if df.get(t) and t not in skip]
+    if not kept:
+        return {}, []
+    queries = [FilterQuery(_has(expr, t), return_fields=[*_RETURN, "content"], num_results=TERM_MATCHES)
+               for t in kept]
+    results = index.batch_search([(q.query, q.params) for q in queries], batch_size=len(queries))
+    term_docs = {t: {d.id: getattr(d, "content", "") for d in res.docs} for t, res in zip(kept, results)}
+    return bm25(term_docs, df, total), [d for res in results for d in res.docs]
+
+
 def rank(index, query: str, vector: Sequence[float] | None, expr, *, k: int = 5, mode: str = "hybrid",
-         recency: Recency | None = None) -> list[Candidate]:
-    """The ``k`` best candidates for ``query`` under ``mode``, each with its score components."""
+         recency: Recency | None = None, last_used: Callable[[list[str]], dict[str, float]] | None = None
+         ) -> list[Candidate]:
+    """The ``k`` best candidates for ``query`` under ``mode``, each with its score components.
+
+    The vector list is Redis's KNN; the text list is BM25 computed here over the user's own memories
+    (Redis counts, then returns, per word the memories in scope that contain it: RediSearch's own BM25
+    would use index-wide counts). The two lists are fused by plain RRF; ``last_used`` maps memory keys to
+    their last access time, for ``recency``."""
     if mode not in MODES:
         raise ValidationError(f"mode must be one of {MODES}, got {mode!r}")
     depth = max(DEPTH, k) if (mode == "hybrid" or recency) else k
-    terms = scoped_terms(index, query_terms(query), expr, MAX_TERM_SHARE) if mode != "vector" else []
-    queries = {}
-    if mode in ("vector", "hybrid"):
-        queries["vector"] = VectorQuery(list(vector), "embedding", return_fields=_RETURN, num_results=depth,
-                                        filter_expression=expr)
-    if mode in ("text", "hybrid") and terms:
-        queries["text"] = TextQuery(" ".join(terms), "content", text_scorer="BM25STD", filter_expression=expr,
-                                    return_fields=_RETURN, num_results=depth, stopwords=None)
-    lists = dict(zip(queries, index.batch_query(list(queries.values()), batch_size=max(len(queries), 1))))
+    terms = query_terms(query) if mode != "vector" else []
+    batch = [VectorQuery(list(vector), "embedding", return_fields=_RETURN, num_results=depth,
+                         filter_expression=expr)] if mode != "text" else []
+    batch += [CountQuery(expr), *(CountQuery(_has(expr, t)) for t in terms)] if terms else []
+    results = index.batch_search([(q.query, q.params) for q in batch], batch_size=max(len(batch), 1))
     found: dict[str, Candidate] = {}
-    for name, rows in lists.items():
-        for row in rows:
-            c = found.setdefault(row["id"], Candidate(row["id"]))
-            c.created_at = as_float(row.get("created_at"))
-            c.last_accessed = as_float(row.get("last_accessed"))
-            if name == "vector":
-                c.distance = float(row["vector_distance"])
-            else:
-                c.text_score = float(row["score"])
-    fused = rrf({n: [row["id"] for row in rows] for n, rows in lists.items()}, {}, RRF_K)
-    best = sum(1 for rows in lists.values() if rows) / (RRF_K + 1) or 1.0
+    lists: dict[str, list[str]] = {}
+
+    def seen(doc) -> Candidate:
+        c = found.setdefault(doc.id, Candidate(doc.id))
+        c.created_at = as_float(getattr(doc, "created_at", None))
+        c.last_accessed = as_float(getattr(doc, "last_accessed", None))
+        return c
+
+    if mode != "text":
+        knn = results.pop(0).docs
+        for doc in knn:
+            seen(doc).distance = float(doc.vector_distance)
+        lists["vector"] = [doc.id for doc in knn]
+    if terms:
+        total, df = results[0].total, {t: res.total for t, res in zip(terms, results[1:])}
+        scores, docs = text_scores(index, terms, expr, df, total)
+        for doc in docs:
+            seen(doc).text_score = scores[doc.id]
+        lists["text"] = sorted(scores, key=lambda d: (-scores[d], d))[:depth]
+    found = {d: found[d] for ids in lists.values() for d in ids}
+    fused = rrf(lists, {}, RRF_K)
+    best = sum(1 for ids in lists.values() if ids) / (RRF_K + 1) or 1.0
     now = recency.now if recency and recency.now is not None else time.time()
+    used = last_used(list(found)) if recency is not None and last_used is not None else {}
     for c in found.values():
-        c.score = fused[c.id] / best  # 1.0 = first in every list
+        c.score = fused.get(c.id, 0.0) / best  # 1.0 = first in every list
         if mode == "vector":
             c.score = 1.0 - c.distance / 2  # cosine similarity in [0, 1], as agent-memory-server
         if recency is not None:
+            c.last_accessed = max(filter(None, (c.last_accessed, used.get(c.id))), default=None)
             c.recency = recency.score(c.created_at, c.last_accessed, now)
             c.score = (1 - recency.weight) * c.score + recency.weight * c.recency
-    return sorted(found.values(), key=lambda c: (-c.score, c.id))[:k]
+    tie = {c.id: c.distance if c.distance is not None else 2.0 for c in found.values()}
+    return sorted(found.values(), key=lambda c: (-c.score, tie[c.id], c.id))[:k]
 
 
 def search(store, query: str, vector: Sequence[float], expr, *, user_id, memory_types, k: int = 5,
@@ -145,7 +208,10 @@ def search(store, query: str, vector: Sequence[float], expr, *, user_id, memory_
     """MemoryStore.search for ``mode="text" | "hybrid"`` or with ``recency``: MemoryHits whose
     ``distance``, ``text_score``, ``recency``, ``score`` and ``rank`` explain the order."""
     recency = Recency() if recency is True else recency or None
-    found = rank(store.index, query, vector, expr, k=k, mode=mode, recency=recency)
+    types = memory_type_list(memory_types)  # whose access sets: the user's own, and shared knowledge's
+    owners = ([user_id] if user_id is not None else []) + ([None] if "semantic" in types else [])
+    found = rank(store.index, query, vector, expr, k=k, mode=mode, recency=recency,
+                 last_used=lambda ids: store.last_used(owners, ids))
     missing = [c for c in found if c.distance is None]  # found by the text query only: read their (unit) vectors
     for c, got in zip(missing, json_docs(store.redis, [c.id for c in missing], "$.embedding")):
         c.distance = float(1.0 - np.dot(vector, got[0])) if got else float("nan")
