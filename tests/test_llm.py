@@ -162,7 +162,8 @@ def test_request_shape(fake):
     reply = llm.chat([mk.Message(role="user", content="hi")], tools=TOOLS,
                      response_format={"type": "json_object"})
     assert reply.role == "assistant" and reply.content == "hello from fake"
-    assert reply.usage == {"prompt_tokens": 11, "completion_tokens": 7}
+    assert reply.usage == {"prompt_tokens": 11, "completion_tokens": 7, "reasoning_tokens": 0, "calls": 1,
+                           "estimated": 0}
     req = fake.requests[0]
     assert req["path"] == "/v1/chat/completions" and req["auth"] == "Bearer sk-test"
     body = req["body"]
@@ -226,7 +227,9 @@ def test_empty_answer_with_tools_is_asked_again_without_tools(fake):
     assert reply.content.strip() == "Paris, in 2009."  # the second ask is streamed: word by word
     first, second = fake.bodies()
     assert first["tool_choice"] == "auto" and "tools" not in second and "tool_choice" not in second
-    assert reply.usage == {"prompt_tokens": 22, "completion_tokens": 14}
+    assert reply.usage == {"prompt_tokens": 22, "completion_tokens": 14, "reasoning_tokens": 0, "calls": 2,
+                           "estimated": 0}
+    assert second["stream_options"] == {"include_usage": True}
 
 
 def test_tool_results_inline_for_servers_that_drop_the_tool_role(fake):
@@ -459,8 +462,11 @@ def test_why_llm_names_the_local_model_without_starting_it(monkeypatch):
 def test_get_llm_selection(monkeypatch):
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORYKIT_LLM"):
         monkeypatch.delenv(var, raising=False)
-    assert mk.get_llm().label == "offline"
-    assert "no OPENAI_API_KEY" in mk.why_llm()
+    with pytest.raises(mk.ConfigurationError, match="OPENAI_API_KEY.*MEMORYKIT_LLM=local.*get_llm\\('offline'\\)"):
+        mk.get_llm()
+    assert mk.get_llm(default="offline").label == "offline"
+    assert "no OPENAI_API_KEY" in mk.why_llm(default="offline")
+    assert "ConfigurationError" in mk.why_llm()
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
     llm = mk.get_llm()
     assert isinstance(llm, OpenAIChat) and "11434" in llm.label
