@@ -73,6 +73,8 @@ def _problem(error: dict[str, Any]) -> str:
         return f"unknown argument {where!r}"
     if error["type"] == "missing":
         return f"missing required argument {where!r}"
+    if error["type"] in ("literal_error", "enum"):
+        return f"unknown {error['loc'][0]} {error.get('input')!r}: {error['msg']}"
     return f"{where}: {error['msg']}"
 
 

@@ -152,3 +152,29 @@ def test_a_reasoning_model_on_openai_gets_its_documented_shape(monkeypatch):
                                                                                      False, "low")
     assert not OpenAIChat("gpt-5-chat-latest", api_key="sk-test").reasoning
     assert OpenAIChat("gpt-4o-mini", api_key="sk-test").shape.temperature
+
+
+def test_threads_that_meet_the_same_refusal_teach_the_client_once():
+    """A client misconfigured for gpt-5-mini (sent as a compatible server: max_tokens, temperature) learns both
+    rules from the refusals, once each under its lock, while eight threads call it; then nothing is refused."""
+    import threading
+
+    fake = FakeServer(PROFILES["openai-reasoning"], ANSWERS, prompts())
+    try:
+        llm = OpenAIChat("gpt-5-mini", api_key="x", base_url=fake.url, family="compatible")
+        task = all_tasks()["summarize"]
+        results: list = []
+        threads = [threading.Thread(target=lambda: results.append(run_task(llm, task, sample_input(task))))
+                   for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(results) == 8 and llm._learned == {"max_tokens", "temperature"}
+        assert (llm.shape.tokens, llm.shape.temperature) == ("max_completion_tokens", False)
+        seen = len(fake.log)
+        run_task(llm, task, sample_input(task))
+        assert [e.status for e in fake.log[seen:]] == [200]
+        assert {e.param for e in fake.rejected()} == {"max_tokens", "temperature"}
+    finally:
+        fake.close()
