@@ -88,8 +88,8 @@ def prices() -> dict[str, tuple[float, float]]:
 
 
 def price_for(model: str) -> tuple[float, float] | None:
-    """(input, output) USD per million tokens for ``model``: an exact entry, else the longest entry that
-    starts it before a dated suffix ("gpt-5-mini-2025-08-07" -> "gpt-5-mini"); None when unknown."""
+    """(input, output) USD per million tokens for ``model``: its entry, else its undated name's
+    ("gpt-5-mini-2025-08-07" -> "gpt-5-mini"); None when the table does not know it."""
     table = prices()
     if model in table:
         return table[model]

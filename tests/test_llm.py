@@ -592,3 +592,14 @@ def test_a_usage_meter_counts_one_clients_calls_from_any_thread(fake):
         run_task(other, NOTES, Say(text="Paris"))
     assert len(meter.calls) == 3 and meter.tokens == 3 * 18 and meter.cost == 0
     assert str(meter) == "3 model calls, 54 tokens, $0.0000"
+
+
+def test_entry_points_without_a_model_say_how_to_choose(monkeypatch, r):
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORYKIT_LLM"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(mk.ConfigurationError, match="OPENAI_API_KEY"):
+        mk.MemoryAgent(r, namespace="never-used")
+    with pytest.raises(TypeError):
+        mk.extract_memories("I moved to Berlin")  # memory code takes its model; it never picks one
+    with pytest.raises(mk.ConfigurationError, match="pass llm="):
+        mk.extract_memories("I moved to Berlin", llm=None)

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Callable, Generic, Iterator, Protocol, Sequen
 from pydantic import AfterValidator, BaseModel, StringConstraints, ValidationError
 
 from ..config import price_for, settings
-from ..errors import LLMError, MemoryKitError
+from ..errors import ConfigurationError, LLMError, MemoryKitError
 from ..messages import Message, count_tokens
 
 log = logging.getLogger(__name__)
@@ -240,6 +240,8 @@ def _checked(task: Task, out: Any) -> Any:
 def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | None = None) -> O | Message:
     """Run ``task`` on ``llm``: the validated output (a ``Message`` for ``output=None``), or one
     :class:`TaskFailed` for every failure (server error, timeout, invalid output twice)."""
+    if llm is None:
+        raise ConfigurationError(f"task {task.name!r} needs a model: pass llm= (get_llm() builds the configured one)")
     if not isinstance(inp, task.input):
         inp = task.input.model_validate(inp)
     budget = settings().max_tokens_for(task.name, task.max_tokens)

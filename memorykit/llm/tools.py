@@ -90,9 +90,7 @@ def _annotation(prop: dict[str, Any], defs: dict[str, Any], name: str) -> Any:
     kind = prop.get("type")
     if kind == "array":
         return list[_annotation(prop.get("items", {}), defs, name)]
-    if kind == "object" and prop.get("properties"):
-        return arguments_model(name, {**prop, "$defs": defs})
-    if kind == "object":
+    if kind == "object":  # a nested object is the tool's own to validate (its messages say how to fix it)
         return dict[str, Any]
     return _TYPES.get(kind, Any)
 
