@@ -163,7 +163,7 @@ def test_request_shape(fake):
                      response_format={"type": "json_object"})
     assert reply.role == "assistant" and reply.content == "hello from fake"
     assert reply.usage == {"prompt_tokens": 11, "completion_tokens": 7, "reasoning_tokens": 0, "calls": 1,
-                           "estimated": 0}
+                           "estimated": 0, "truncated": 0}
     req = fake.requests[0]
     assert req["path"] == "/v1/chat/completions" and req["auth"] == "Bearer sk-test"
     body = req["body"]
@@ -228,7 +228,7 @@ def test_empty_answer_with_tools_is_asked_again_without_tools(fake):
     first, second = fake.bodies()
     assert first["tool_choice"] == "auto" and "tools" not in second and "tool_choice" not in second
     assert reply.usage == {"prompt_tokens": 22, "completion_tokens": 14, "reasoning_tokens": 0, "calls": 2,
-                           "estimated": 0}
+                           "estimated": 0, "truncated": 0}
     assert second["stream_options"] == {"include_usage": True}
 
 

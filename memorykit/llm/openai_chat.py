@@ -19,6 +19,7 @@ from ..config import settings
 from ..errors import LLMError
 from ..messages import Message, count_tokens, to_openai
 from .schema import hoist_defs, strict_schema
+from .task import add_usage  # noqa: F401  (re-exported for LlamaCppChat)
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ class OpenAIChat:
     def _send(self, call: _Call, deadline: float) -> Message:
         import openai
 
-        attempt, usage, enlarged = 0, None, False
+        attempt = 0
         while (remaining := deadline - time.monotonic()) > 0.05:
             shape = self.shape
             try:
@@ -183,18 +184,9 @@ class OpenAIChat:
             except openai.APIError as exc:
                 raise LLMError(f"the model call failed: {exc}") from exc
             else:
-                usage = add_usage(usage, reply.usage or estimated_usage(call.messages, reply.content))
-                reply.usage = usage
-                if finish != "length":
-                    return reply
-                if enlarged:
-                    raise LLMError(f"the answer was cut off at {self.budget(call.max_tokens)} tokens twice "
-                                   "(finish_reason: length); raise MEMORYKIT_LLM_MAX_TOKENS_<TASK>")
-                enlarged = True
-                call = replace(call, max_tokens=min(2 * call.max_tokens, settings().llm_max_tokens_cap))
-                log.info("%s: answer cut off (finish_reason: length); once more with %d tokens",
-                         self.label, call.max_tokens)
-                continue
+                reply.usage = reply.usage or estimated_usage(call.messages, reply.content)
+                reply.usage["truncated"] = int(finish == "length")  # run_task asks once more, with more room
+                return reply
             attempt += 1
             backoff = wait if wait is not None else 0.5 * 2 ** (attempt - 1)
             time.sleep(max(0.0, min(backoff, deadline - time.monotonic() - 0.1)))
@@ -309,15 +301,6 @@ def estimated_usage(plain: list[dict], text: str) -> dict[str, int]:
     """Counted here when a server reports nothing (marked ``estimated``)."""
     return {"prompt_tokens": count_tokens(json.dumps(plain)), "completion_tokens": count_tokens(text),
             "reasoning_tokens": 0, "calls": 1, "estimated": 1}
-
-
-def add_usage(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, int] | None:
-    """Two calls' usage summed (estimated if either was)."""
-    if a is None or b is None:
-        return a or b
-    total = {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
-    total["estimated"] = int(bool(a.get("estimated") or b.get("estimated")))
-    return total
 
 
 def _with_schema_instruction(messages: list[dict[str, Any]], schema: dict) -> list[dict[str, Any]]:

@@ -294,14 +294,36 @@ def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools: list[dict] | 
     raise TaskFailed(task.name, usage.error, reply.content)
 
 
+def add_usage(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, int] | None:
+    """Two calls' usage summed (estimated if either was; truncated if the last was)."""
+    if a is None or b is None:
+        return a or b
+    total = {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
+    total["estimated"] = int(bool(a.get("estimated") or b.get("estimated")))
+    total["truncated"] = b.get("truncated", 0)
+    return total
+
+
 def _chat(llm: ChatModel, task: Task, messages: list[Message], **kwargs: Any) -> tuple[Message, Usage]:
-    """One chat call, recorded with the server's token counts (estimated when it sends none) and cost."""
+    """One chat call, recorded with the server's token counts (estimated when it sends none) and cost. An
+    answer cut off at its budget (``finish_reason: length``) is asked for once more with twice the room (at
+    most ``MEMORYKIT_LLM_MAX_TOKENS_CAP``); cut off again, the task fails. Both requests count."""
     reply = llm.chat(messages, **kwargs)
+    if (getattr(reply, "usage", None) or {}).get("truncated"):
+        budget = min(2 * kwargs["max_tokens"], settings().llm_max_tokens_cap)
+        log.info("task %s: answer cut off at %d tokens; once more with %d", task.name, kwargs["max_tokens"], budget)
+        first, reply = reply.usage, llm.chat(messages, **{**kwargs, "max_tokens": budget})
+        reply.usage = add_usage(first, reply.usage)
     counts = getattr(reply, "usage", None) or {}
     prompt, completion = counts.get("prompt_tokens"), counts.get("completion_tokens")
     prompt = count_tokens(messages) if prompt is None else prompt
     completion = count_tokens(reply.content or "") if completion is None else completion
-    return reply, _record(Usage(task.name, prompt, completion, estimated=bool(counts.get("estimated", not counts)),
-                                reasoning_tokens=counts.get("reasoning_tokens", 0), requests=counts.get("calls", 1),
-                                model=getattr(llm, "model", getattr(llm, "label", "")),
-                                cost=cost_of(llm, prompt, completion)), llm)
+    usage = _record(Usage(task.name, prompt, completion, estimated=bool(counts.get("estimated", not counts)),
+                          reasoning_tokens=counts.get("reasoning_tokens", 0), requests=counts.get("calls", 1),
+                          model=getattr(llm, "model", getattr(llm, "label", "")),
+                          cost=cost_of(llm, prompt, completion)), llm)
+    if counts.get("truncated"):
+        usage.ok, usage.error = False, "the answer was cut off at its token budget twice (finish_reason: length)"
+        raise TaskFailed(task.name, usage.error + f"; raise MEMORYKIT_LLM_MAX_TOKENS_{task.name.upper()}",
+                         reply.content)
+    return reply, usage

@@ -103,6 +103,8 @@ def test_a_cut_off_answer_gets_one_larger_budget_then_fails(served):
     with pytest.raises(TaskFailed, match="cut off"):
         run_task(llm, task, inp)
     assert violations(fake) == []
+    fake.inject = ["length"]  # a plain chat call returns what it got: the budget was the caller's choice
+    assert llm.chat([{"role": "user", "content": "hello"}], max_tokens=8).usage["truncated"] == 1
 
 
 def test_a_refusal_is_a_task_failure_with_its_text(served):
@@ -140,7 +142,8 @@ def test_streamed_usage_is_exact_where_the_server_reports_it(name):
         assert reply.usage["estimated"] == 1 and reported is None
     else:
         assert reply2.usage == {"prompt_tokens": reported["prompt_tokens"], "estimated": 0, "calls": 1,
-                                "completion_tokens": reported["completion_tokens"], "reasoning_tokens": 0}
+                                "completion_tokens": reported["completion_tokens"], "reasoning_tokens": 0,
+                                "truncated": 0}
 
 
 def test_a_reasoning_model_on_openai_gets_its_documented_shape(monkeypatch):
