@@ -98,7 +98,7 @@ def main() -> None:
     args = parser.parse_args()
     r = mk.connect()
     emb = mk.get_embedder(r)
-    llm = mk.get_llm()
+    llm = mk.get_llm(default="offline")
     print(f"decider: {llm!r}")
     quality(emb, llm)
     calls_per_fact(r, emb, llm)

@@ -54,7 +54,7 @@ def extraction_scores(llm=None, emb=None, match_distance: float = 0.2) -> dict[s
     import numpy as np
 
     emb = emb or mk.get_embedder(mk.connect())
-    llm = llm or mk.get_llm()
+    llm = llm or mk.get_llm(default="offline")
     rows = [json.loads(line) for line in data_path("memories", "extraction_heldout.jsonl").open()]
     tp = found_n = expected_n = quiet_ok = quiet_n = exact = 0
     misses = []

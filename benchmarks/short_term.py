@@ -176,7 +176,7 @@ def main() -> None:
     parser.add_argument("--only", default="latency,tokens,retention,check")
     args = parser.parse_args()
     parts = set(args.only.split(","))
-    r, llm = mk.connect(), mk.get_llm()
+    r, llm = mk.connect(), mk.get_llm(default="offline")
     emb = mk.get_embedder(r)
     clean(r)
     try:

@@ -1,7 +1,7 @@
 """memorykit: agent memory with Redis, the support package of the course.
 
     import memorykit as mk
-    r = mk.connect(); emb = mk.get_embedder(r); llm = mk.get_llm()
+    r = mk.connect(); emb = mk.get_embedder(r); llm = mk.get_llm()   # or mk.course_llm(): offline if unset
 
 Names load on first use, so ``import memorykit`` stays fast and pulls in neither pandas,
 ipywidgets, matplotlib nor umap. Everything else lives in the subpackages:
@@ -22,6 +22,7 @@ _WHERE = {
     "MemoryKitError": "errors", "ValidationError": "errors",
     # the seam
     "get_llm": "llm", "why_llm": "llm", "Task": "llm", "run_task": "llm", "TaskFailed": "llm",
+    "usage_meter": "llm", "ConfigurationError": "errors",
     "Tool": "llm.tools",
     # memory layers
     "ChatHistory": "memory.short_term",
@@ -37,7 +38,7 @@ _WHERE = {
     "memory_tools": "agent.tools", "ToolAgent": "agent.tool_agent",
     "MemoryAgent": "agent.memory_agent", "Turn": "agent.memory_agent",
     # course helpers (heavy imports: loaded only when used)
-    "ChatWidget": "course.widgets", "wellness_tools": "course.wellness", "plot_umap": "course.plots",
+    "course_llm": "course.llm_choice", "ChatWidget": "course.widgets", "wellness_tools": "course.wellness", "plot_umap": "course.plots",
 }
 
 __all__ = sorted(_WHERE)

@@ -3,7 +3,9 @@ Compose service configure the package the same way).
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -48,6 +50,10 @@ class Settings:
     llm_timeout: float = _from_env("MEMORYKIT_LLM_TIMEOUT", "30", float)
     llm_max_tokens: int = _from_env("MEMORYKIT_LLM_MAX_TOKENS", "512", int)
     llm_json_mode: str = _from_env("MEMORYKIT_LLM_JSON_MODE", "json_schema")
+    llm_family: str | None = _from_env("MEMORYKIT_LLM_FAMILY")  # openai | compatible; else from the base URL
+    llm_reasoning_effort: str = _from_env("MEMORYKIT_LLM_REASONING_EFFORT", "low")
+    llm_reasoning_tokens: int = _from_env("MEMORYKIT_LLM_REASONING_TOKENS", "2048", int)
+    llm_max_tokens_cap: int = _from_env("MEMORYKIT_LLM_MAX_TOKENS_CAP", "4096", int)
     local_model: str | None = _from_env("MEMORYKIT_LOCAL_MODEL")
     local_ctx: int = _from_env("MEMORYKIT_LOCAL_CTX", "4096", int)
     local_chat_format: str = _from_env("MEMORYKIT_LOCAL_CHAT_FORMAT", "chatml-function-calling")
@@ -61,6 +67,34 @@ class Settings:
         """A task's output budget: ``MEMORYKIT_LLM_MAX_TOKENS_<TASK>``, else the task's own, else the global one."""
         override = _env(f"MEMORYKIT_LLM_MAX_TOKENS_{task.upper()}")
         return int(override) if override else int(default or self.llm_max_tokens)
+
+
+# USD per million tokens (input, output), standard tier, from OpenAI's pricing page (November 2026).
+# Override or extend with MEMORYKIT_LLM_PRICES: JSON ``{"model": [input, output]}``, inline or a file path.
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-5": (1.25, 10.00), "gpt-5-mini": (0.25, 2.00), "gpt-5-nano": (0.05, 0.40),
+    "gpt-4.1": (2.00, 8.00), "gpt-4.1-mini": (0.40, 1.60), "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4o": (2.50, 10.00), "gpt-4o-mini": (0.15, 0.60), "o3": (2.00, 8.00), "o4-mini": (1.10, 4.40),
+}
+
+
+def prices() -> dict[str, tuple[float, float]]:
+    """The price table: :data:`PRICES` updated by ``MEMORYKIT_LLM_PRICES`` (inline JSON or a JSON file)."""
+    raw = _env("MEMORYKIT_LLM_PRICES")
+    if not raw:
+        return dict(PRICES)
+    text = Path(raw).expanduser().read_text() if not raw.lstrip().startswith("{") else raw
+    return {**PRICES, **{k: (float(v[0]), float(v[1])) for k, v in json.loads(text).items()}}
+
+
+def price_for(model: str) -> tuple[float, float] | None:
+    """(input, output) USD per million tokens for ``model``: its entry, else its undated name's
+    ("gpt-5-mini-2025-08-07" -> "gpt-5-mini"); None when the table does not know it."""
+    table = prices()
+    if model in table:
+        return table[model]
+    base = re.sub(r"-\d{4}-\d{2}-\d{2}$", "", model)
+    return table.get(base)
 
 
 def settings() -> Settings:

@@ -21,6 +21,10 @@ class LLMError(MemoryKitError):
     """The chat model failed or returned something unusable."""
 
 
+class ConfigurationError(LLMError):
+    """No backend was chosen (no key, no base URL, no MEMORYKIT_LLM): the message says how to choose one."""
+
+
 class ValidationError(MemoryKitError, ValueError):
     """Input rejected before anything was written (empty text, bad id, oversize content)."""
 

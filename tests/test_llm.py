@@ -162,7 +162,8 @@ def test_request_shape(fake):
     reply = llm.chat([mk.Message(role="user", content="hi")], tools=TOOLS,
                      response_format={"type": "json_object"})
     assert reply.role == "assistant" and reply.content == "hello from fake"
-    assert reply.usage == {"prompt_tokens": 11, "completion_tokens": 7}
+    assert reply.usage == {"prompt_tokens": 11, "completion_tokens": 7, "reasoning_tokens": 0, "calls": 1,
+                           "estimated": 0, "truncated": 0}
     req = fake.requests[0]
     assert req["path"] == "/v1/chat/completions" and req["auth"] == "Bearer sk-test"
     body = req["body"]
@@ -226,7 +227,9 @@ def test_empty_answer_with_tools_is_asked_again_without_tools(fake):
     assert reply.content.strip() == "Paris, in 2009."  # the second ask is streamed: word by word
     first, second = fake.bodies()
     assert first["tool_choice"] == "auto" and "tools" not in second and "tool_choice" not in second
-    assert reply.usage == {"prompt_tokens": 22, "completion_tokens": 14}
+    assert reply.usage == {"prompt_tokens": 22, "completion_tokens": 14, "reasoning_tokens": 0, "calls": 2,
+                           "estimated": 0, "truncated": 0}
+    assert second["stream_options"] == {"include_usage": True}
 
 
 def test_tool_results_inline_for_servers_that_drop_the_tool_role(fake):
@@ -459,8 +462,11 @@ def test_why_llm_names_the_local_model_without_starting_it(monkeypatch):
 def test_get_llm_selection(monkeypatch):
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORYKIT_LLM"):
         monkeypatch.delenv(var, raising=False)
-    assert mk.get_llm().label == "offline"
-    assert "no OPENAI_API_KEY" in mk.why_llm()
+    with pytest.raises(mk.ConfigurationError, match="OPENAI_API_KEY.*MEMORYKIT_LLM=local.*get_llm\\('offline'\\)"):
+        mk.get_llm()
+    assert mk.get_llm(default="offline").label == "offline"
+    assert "no OPENAI_API_KEY" in mk.why_llm(default="offline")
+    assert "ConfigurationError" in mk.why_llm()
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
     llm = mk.get_llm()
     assert isinstance(llm, OpenAIChat) and "11434" in llm.label
@@ -523,3 +529,77 @@ def test_parse_json_never_raises_anything_but_valueerror(text):
         parse_json(text)
     except ValueError:
         pass
+
+
+# ---------------------------------------------------------------- tools, prices, meters
+def test_tool_arguments_are_validated_by_a_model_of_the_schema():
+    from memorykit.llm.tools import Tool
+
+    seen = []
+    tool = Tool("find", "find things", {"type": "object", "properties": {
+        "query": {"type": "string"}, "kind": {"type": "string", "enum": ["a", "b"]},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 20}}, "required": ["query"]},
+        lambda **kw: seen.append(kw) or {"ok": True})
+    assert json.loads(tool.run('{"query": "x", "kind": null, "limit": null}')) == {"ok": True}
+    assert seen == [{"query": "x"}]  # strict mode's nulls for optional arguments are left out
+    assert "unknown kind 'c'" in tool.run({"query": "x", "kind": "c"})
+    assert "limit: Input should be less than or equal to 20" in tool.run({"query": "x", "limit": 99})
+    assert "missing required argument 'query'" in tool.run({})
+    assert "unknown argument 'user_id'" in tool.run({"query": "x", "user_id": "someone else"})
+    assert len(seen) == 1
+
+
+def test_nested_defs_are_hoisted_where_refs_resolve():
+    from memorykit.llm.schema import strict_schema
+    from memorykit.llm.tools import Tool
+
+    params = {"type": "object", "properties": {"content": {**Notes.model_json_schema(), "description": "d"}},
+              "required": ["content"]}
+    schema = Tool("t", "d", params, lambda **kw: kw).schema["function"]["parameters"]
+    assert "$defs" in schema and "$defs" not in schema["properties"]["content"]
+    assert schema["properties"]["content"]["properties"]["notes"]["items"] == {"$ref": "#/$defs/Note"}
+    strict = strict_schema(params, nullable_optional=True)
+    assert strict["$defs"]["Note"]["additionalProperties"] is False
+    assert "minLength" not in json.dumps(strict) and strict_schema({"type": "object", "properties": {
+        "x": {"type": "object", "additionalProperties": True}}}) is None
+
+
+def test_prices_come_from_the_table_and_can_be_overridden(monkeypatch):
+    from memorykit.config import price_for
+    from memorykit.llm.task import cost_of
+
+    assert price_for("gpt-5-mini") == price_for("gpt-5-mini-2025-08-07") == (0.25, 2.00)
+    assert price_for("my-finetune") is None
+    monkeypatch.setenv("MEMORYKIT_LLM_PRICES", '{"my-finetune": [1, 3]}')
+    assert price_for("my-finetune") == (1.0, 3.0)
+    openai_like = type("C", (), {"priced": True, "model": "gpt-4o-mini"})()
+    assert cost_of(openai_like, 1_000_000, 1_000_000) == pytest.approx(0.75)
+    local = type("C", (), {"priced": False, "model": "gpt-4o-mini"})()
+    assert cost_of(local, 10**6, 10**6) == 0.0
+
+
+def test_a_usage_meter_counts_one_clients_calls_from_any_thread(fake):
+    import threading
+
+    llm, other = client(fake), client(fake)
+    fake.reply = {"role": "assistant", "content": GOOD}
+    with mk.usage_meter(llm) as meter:
+        threads = [threading.Thread(target=run_task, args=(llm, NOTES, Say(text="Paris"))) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        run_task(other, NOTES, Say(text="Paris"))
+    assert len(meter.calls) == 3 and meter.tokens == 3 * 18 and meter.cost == 0
+    assert str(meter) == "3 model calls, 54 tokens, $0.0000"
+
+
+def test_entry_points_without_a_model_say_how_to_choose(monkeypatch, r):
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MEMORYKIT_LLM"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(mk.ConfigurationError, match="OPENAI_API_KEY"):
+        mk.MemoryAgent(r, namespace="never-used")
+    with pytest.raises(TypeError):
+        mk.extract_memories("I moved to Berlin")  # memory code takes its model; it never picks one
+    with pytest.raises(mk.ConfigurationError, match="pass llm="):
+        mk.extract_memories("I moved to Berlin", llm=None)

@@ -84,6 +84,12 @@ class Turn:
     def tokens_out(self) -> int:
         return sum(u.completion_tokens for u in self.usage)
 
+    @property
+    def cost(self) -> float | None:
+        """USD for this turn's model calls by the price table (0 offline or local; None if a model is unpriced)."""
+        costs = [u.cost for u in self.usage]
+        return None if any(c is None for c in costs) else sum(costs)
+
     def __repr__(self) -> str:
         state = f"error={self.error!r}" if self.error else f"reply={self.reply!r}"
         failed = f", failed={sorted(self.failed_steps)}" if self.failed_steps else ""

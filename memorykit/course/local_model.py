@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from . import process
 from ..config import settings
 from ..errors import LLMError
-from ..llm.openai_chat import OpenAIChat, _usage
+from ..llm.openai_chat import OpenAIChat, Refusal, add_usage, estimated_usage, usage_of
 from ..messages import Message, to_openai
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -172,22 +172,26 @@ class LlamaCppChat(OpenAIChat):
             # Its auto tool choice answers "no tool" with empty text: ask once more for the text alone,
             # within the same deadline; both calls' tokens count.
             again = self._request(plain, deadline, **{k: v for k, v in kwargs.items() if k != "tool_choice"})
-            reported = [u for u in (reply.usage, again.usage) if u]
-            again.usage = {k: sum(u[k] for u in reported) for k in reported[0]} if reported else None
+            again.usage = add_usage(reply.usage, again.usage)
             reply = again
         return reply
 
-    def _complete(self, kwargs: dict[str, Any], remaining: float, deadline: float) -> Message:
-        """Stream one reply, checking the deadline at every chunk; closing the stream stops the server."""
+    def _complete(self, kwargs: dict[str, Any], remaining: float, deadline: float) -> tuple[Message, str | None]:
+        """Stream one reply (usage asked for with ``stream_options``), checking the deadline at every chunk;
+        closing the stream stops the server."""
         if "tools" in kwargs:
             return super()._complete(kwargs, remaining, deadline)
-        reply = Message(role="assistant")
+        if self.shape.stream_usage:
+            kwargs = {**kwargs, "stream_options": {"include_usage": True}}
+        reply, finish, refusal = Message(role="assistant"), None, ""
         stream = self.client.with_options(timeout=remaining).chat.completions.create(**kwargs, stream=True)
         try:
             for chunk in stream:
-                reply.usage = _usage(getattr(chunk, "usage", None)) or reply.usage
-                if chunk.choices and chunk.choices[0].delta and chunk.choices[0].delta.content:
-                    reply.content += chunk.choices[0].delta.content
+                reply.usage = usage_of(getattr(chunk, "usage", None)) or reply.usage
+                delta = chunk.choices[0].delta if chunk.choices else None
+                reply.content += (delta.content or "") if delta else ""
+                refusal += (getattr(delta, "refusal", None) or "") if delta else ""
+                finish = (chunk.choices[0].finish_reason if chunk.choices else None) or finish
                 if time.monotonic() > deadline:
                     raise self._timed_out()
         except LLMError:
@@ -198,7 +202,10 @@ class LlamaCppChat(OpenAIChat):
             raise LLMError(f"the model server broke off its reply: {type(exc).__name__}: {exc}") from exc
         finally:
             stream.close()
-        return reply
+        if refusal:
+            raise Refusal(refusal)
+        reply.usage = reply.usage or estimated_usage(kwargs["messages"], reply.content)
+        return reply, finish
 
 
 def local_chat(**kwargs) -> LlamaCppChat:
@@ -206,7 +213,7 @@ def local_chat(**kwargs) -> LlamaCppChat:
     info = start()
     options = dict(model="local", base_url=info.base_url, api_key="not-needed",
                    label=f"local llama.cpp ({model_label(info.model)})",
-                   format_mode="json_object_schema")  # its server refuses json_schema, takes this form
+                   format_mode="json_object_schema", family="compatible")  # it refuses json_schema, takes this
     options.update(kwargs)
     return LlamaCppChat(**options)
 

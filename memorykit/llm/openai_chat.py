@@ -1,31 +1,88 @@
-"""OpenAI or any OpenAI-compatible server (Ollama, vLLM, LM Studio, llama.cpp): every request carries
-``max_tokens``; one deadline per call; retries only for 429, 5xx and connection errors, never after a timeout.
+"""OpenAI or any OpenAI-compatible server (Ollama, vLLM, LM Studio, llama.cpp), each in the request shape its
+family documents, learned once per client: OpenAI takes ``max_completion_tokens`` and strict structured
+outputs, its reasoning models no ``temperature`` but a ``reasoning_effort``; other servers ``max_tokens`` and
+plain ``json_schema``, then a fallback ladder. Every request bounded; one deadline per call; retries only
+for 429, 5xx and connection errors, never after a timeout; a 400 naming a parameter teaches the client once.
 """
 from __future__ import annotations
 
 import json
 import logging
+import re
+import threading
 import time
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Sequence
 
 from ..config import settings
 from ..errors import LLMError
-from ..messages import Message, to_openai
+from ..messages import Message, count_tokens, to_openai
+from .schema import hoist_defs, strict_schema
+from .task import add_usage  # noqa: F401  (re-exported for LlamaCppChat)
 
 log = logging.getLogger(__name__)
 
 FORMAT_MODES = ("json_schema", "json_object_schema", "json_object", "prompt")
+FAMILIES = ("openai", "compatible")
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 _FORMAT_WORDS = ("response_format", "json_schema", "json schema", "json_object")
+_REASONING = re.compile(r"^(o\d|gpt-5)(?!.*-chat)")
+_VALIDATION = ("validation error", "literal_error", "input should be", "extra_forbidden")
+
+
+def is_reasoning(model: str) -> bool:
+    """OpenAI's reasoning models (gpt-5*, o1/o3/o4...): no temperature, a reasoning effort instead."""
+    return bool(_REASONING.match(model.lower()))
+
+
+def family_of(base_url: str | None) -> str:
+    """``MEMORYKIT_LLM_FAMILY`` if set; else "openai" for api.openai.com (or no base URL), else "compatible"."""
+    chosen = (settings().llm_family or "").lower()
+    if chosen:
+        if chosen not in FAMILIES:
+            raise LLMError(f"MEMORYKIT_LLM_FAMILY must be one of {FAMILIES}, got {chosen!r}")
+        return chosen
+    return "openai" if not base_url or "api.openai.com" in base_url else "compatible"
+
+
+class Refusal(LLMError):
+    """The model declined to answer (``message.refusal``); ``text`` is what it said."""
+
+    def __init__(self, text: str):
+        super().__init__(f"the model refused: {text}")
+        self.text = text
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What this client sends a server: the token parameter, temperature, reasoning effort, structured-
+    output mode, strict schemas and tools, usage on streams. Changed only by a 400 naming a parameter."""
+
+    tokens: str
+    temperature: bool
+    reasoning_effort: str | None
+    format_mode: str
+    strict: bool
+    stream_usage: bool = True
+
+
+@dataclass
+class _Call:
+    messages: list[dict]
+    max_tokens: int
+    tools: list[dict] | None = None
+    tool_choice: str | dict | None = None
+    response_format: dict | None = None
 
 
 class OpenAIChat:
-    """A chat client with a per-call deadline, bounded output and a remembered fallback from ``json_schema``
-    down ``FORMAT_MODES`` (to the schema in the prompt). llama-cpp-python's quirks: ``course.local_model``."""
+    """A chat client with a per-call deadline, bounded output, exact usage where the server reports it,
+    and request shapes per server family (llama-cpp-python's quirks: ``course.local_model``)."""
 
     def __init__(self, model: str | None = None, *, api_key: str | None = None, base_url: str | None = None,
                  timeout: float | None = None, max_retries: int = 2, label: str | None = None,
-                 format_mode: str | None = None):
+                 format_mode: str | None = None, family: str | None = None):
         import openai
 
         cfg = settings()
@@ -34,9 +91,18 @@ class OpenAIChat:
         api_key = api_key or cfg.openai_api_key or ("not-needed" if self.base_url else None)
         if not api_key:
             raise LLMError("OpenAIChat needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server).")
-        self.format_mode = format_mode or cfg.llm_json_mode
-        if self.format_mode not in FORMAT_MODES:
-            raise LLMError(f"MEMORYKIT_LLM_JSON_MODE must be one of {FORMAT_MODES}, got {self.format_mode!r}")
+        mode = format_mode or cfg.llm_json_mode
+        if mode not in FORMAT_MODES:
+            raise LLMError(f"MEMORYKIT_LLM_JSON_MODE must be one of {FORMAT_MODES}, got {mode!r}")
+        self.family = family or family_of(self.base_url)
+        self.reasoning = self.family == "openai" and is_reasoning(self.model)
+        openai_family = self.family == "openai"
+        self._shape = Shape(tokens="max_completion_tokens" if openai_family else "max_tokens",
+                            temperature=not self.reasoning,
+                            reasoning_effort=cfg.llm_reasoning_effort if self.reasoning else None,
+                            format_mode=mode, strict=openai_family)
+        self._lock = threading.Lock()
+        self._learned: set[str] = set()
         self.timeout = float(timeout or cfg.llm_timeout)
         self.max_tokens = cfg.llm_max_tokens
         self.max_retries = max_retries
@@ -46,6 +112,21 @@ class OpenAIChat:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.label})"
+
+    @property
+    def shape(self) -> Shape:
+        """The request shape in use now (a snapshot)."""
+        with self._lock:
+            return self._shape
+
+    @property
+    def format_mode(self) -> str:
+        return self.shape.format_mode
+
+    @property
+    def priced(self) -> bool:
+        """True when calls cost money by the price table (OpenAI); a local or compatible server costs 0."""
+        return self.family == "openai"
 
     def chat(self, messages: Sequence[Message | dict], *, tools: list[dict] | None = None,
              tool_choice: str | dict | None = None, response_format: dict | None = None,
@@ -57,39 +138,40 @@ class OpenAIChat:
     def _request(self, plain: list[dict], deadline: float, *, tools: list[dict] | None = None,
                  tool_choice: str | dict | None = None, response_format: dict | None = None,
                  max_tokens: int | None = None) -> Message:
-        kwargs: dict[str, Any] = {"model": self.model, "messages": plain, "temperature": 0.0,
-                                  "max_tokens": int(max_tokens or self.max_tokens)}
-        if tools:
-            kwargs["tools"] = tools
-            kwargs["tool_choice"] = tool_choice or "auto"  # llama.cpp drops tools without it
-        if response_format:
-            self._apply_format(kwargs, response_format, plain)
-        return self._send(kwargs, response_format, plain, deadline)
+        call = _Call(plain, int(max_tokens or self.max_tokens), tools or None, tool_choice, response_format)
+        return self._send(call, deadline)
 
-    def _apply_format(self, kwargs: dict[str, Any], response_format: dict, plain: list[dict]) -> None:
-        """Shape ``response_format`` (and, below json_object_schema, the system message) for the current mode."""
-        mode = self.format_mode if response_format.get("type") == "json_schema" else "json_schema"
-        schema = response_format.get("json_schema", {}).get("schema") or {"type": "object"}
-        formats = {"json_schema": response_format, "json_object_schema": {"type": "json_object", "schema": schema},
-                   "json_object": {"type": "json_object"}}
-        kwargs.pop("response_format", None)
-        if mode in formats:
-            kwargs["response_format"] = formats[mode]
-        kwargs["messages"] = _with_schema_instruction(plain, schema) if mode in ("json_object", "prompt") else plain
+    def budget(self, max_tokens: int) -> int:
+        """The output budget sent: a reasoning model also gets room to think (MEMORYKIT_LLM_REASONING_TOKENS)."""
+        return max_tokens + (settings().llm_reasoning_tokens if self.reasoning else 0)
 
-    def _send(self, kwargs: dict[str, Any], response_format: dict | None, plain: list[dict],
-              deadline: float) -> Message:
+    def body(self, call: _Call, shape: Shape) -> dict[str, Any]:
+        """The request for ``call`` in ``shape``."""
+        body: dict[str, Any] = {"model": self.model, "messages": call.messages,
+                                shape.tokens: self.budget(call.max_tokens)}
+        if shape.temperature:
+            body["temperature"] = 0.0
+        if shape.reasoning_effort:
+            body["reasoning_effort"] = shape.reasoning_effort
+        if call.tools:
+            body["tools"] = [_strict_tool(t) if shape.strict else t for t in call.tools]
+            body["tool_choice"] = call.tool_choice or "auto"  # llama.cpp drops tools without it
+        if call.response_format:
+            _apply_format(body, call, shape)
+        return body
+
+    def _send(self, call: _Call, deadline: float) -> Message:
         import openai
 
         attempt = 0
         while (remaining := deadline - time.monotonic()) > 0.05:
+            shape = self.shape
             try:
-                return self._complete(kwargs, remaining, deadline)
+                reply, finish = self._complete(self.body(call, shape), remaining, deadline)
             except openai.APITimeoutError as exc:
                 raise self._timed_out() from exc
             except openai.APIStatusError as exc:
-                if response_format and self._downgrade(exc):
-                    self._apply_format(kwargs, response_format, plain)
+                if self._learn(exc, shape):
                     continue
                 if exc.status_code not in RETRY_STATUS or attempt >= self.max_retries:
                     raise LLMError(f"the model server answered HTTP {exc.status_code}: "
@@ -101,6 +183,10 @@ class OpenAIChat:
                 wait = None
             except openai.APIError as exc:
                 raise LLMError(f"the model call failed: {exc}") from exc
+            else:
+                reply.usage = reply.usage or estimated_usage(call.messages, reply.content)
+                reply.usage["truncated"] = int(finish == "length")  # run_task asks once more, with more room
+                return reply
             attempt += 1
             backoff = wait if wait is not None else 0.5 * 2 ** (attempt - 1)
             time.sleep(max(0.0, min(backoff, deadline - time.monotonic() - 0.1)))
@@ -110,34 +196,111 @@ class OpenAIChat:
         return LLMError(f"the model did not answer within {self.timeout:g} s "
                         "(MEMORYKIT_LLM_TIMEOUT); not retried, the server may still be busy")
 
-    def _complete(self, kwargs: dict[str, Any], remaining: float, deadline: float) -> Message:
-        """One request within the ``remaining`` seconds (a subclass may stream it)."""
-        return _reply(self.client.with_options(timeout=remaining).chat.completions.create(**kwargs))
+    def _complete(self, body: dict[str, Any], remaining: float, deadline: float) -> tuple[Message, str | None]:
+        """One request within the ``remaining`` seconds: the reply and its finish reason (a subclass may
+        stream it)."""
+        return _reply(self.client.with_options(timeout=remaining).chat.completions.create(**body))
 
-    def _downgrade(self, exc: Any) -> bool:
-        """A rejected response format (400/422, or llama-cpp-python's 500): step one mode down, once."""
+    def _learn(self, exc: Any, sent: Shape) -> bool:
+        """True when ``exc`` is a request the server refused for a parameter it names, and the shape now
+        differs (learned here, once per parameter, or by another thread meanwhile): send it again."""
         text = str(getattr(exc, "message", exc)).lower()
-        refused = exc.status_code in (400, 415, 422, 500) and any(w in text for w in _FORMAT_WORDS)
-        if not refused or self.format_mode == FORMAT_MODES[-1]:
+        validation = exc.status_code in (400, 415, 422) or (exc.status_code == 500 and any(
+            w in text for w in _VALIDATION))  # llama-cpp-python answers a request it cannot parse with 500
+        if not validation:
             return False
-        self.format_mode = FORMAT_MODES[FORMAT_MODES.index(self.format_mode) + 1]
-        log.warning("%s rejected the structured-output request (%s); using %s from now on",
-                    self.label, text[:120].replace("\n", " "), self.format_mode)
+        with self._lock:
+            if self._shape != sent:
+                return True
+            change = _lesson(text, sent, self.reasoning)
+            if change is None or change[0] in self._learned:
+                return False
+            name, self._shape = change[0], replace(sent, **change[1])
+            self._learned.add(name)
+        log.warning("%s refused %s (%s); adjusted from now on", self.label, name, text[:120].replace("\n", " "))
         return True
 
 
-def _reply(response: Any) -> Message:
+def _lesson(text: str, shape: Shape, reasoning: bool) -> tuple[str, dict[str, Any]] | None:
+    """What a refusal's message teaches: (parameter, shape change), or None when it names nothing we send."""
+    if shape.tokens in text:
+        other = "max_tokens" if shape.tokens == "max_completion_tokens" else "max_completion_tokens"
+        return shape.tokens, {"tokens": other}
+    if "temperature" in text and shape.temperature:
+        return "temperature", {"temperature": False}
+    if "reasoning_effort" in text and shape.reasoning_effort:
+        return "reasoning_effort", {"reasoning_effort": None}
+    if "stream_options" in text and shape.stream_usage:
+        return "stream_options", {"stream_usage": False}
+    if shape.strict and ("strict" in text or "invalid schema" in text):
+        return "strict", {"strict": False}
+    if any(w in text for w in _FORMAT_WORDS) and shape.format_mode != FORMAT_MODES[-1]:
+        step = FORMAT_MODES[FORMAT_MODES.index(shape.format_mode) + 1]
+        return f"response_format {shape.format_mode}", {"format_mode": step}
+    return None
+
+
+@lru_cache(maxsize=256)
+def _strict_cached(schema_json: str, nullable_optional: bool) -> str:
+    return json.dumps(strict_schema(json.loads(schema_json), nullable_optional=nullable_optional))
+
+
+def _strict(schema: dict, nullable_optional: bool = False) -> dict | None:
+    return json.loads(_strict_cached(json.dumps(schema, sort_keys=True), nullable_optional))
+
+
+def _strict_tool(tool: dict) -> dict:
+    """A tool entry with ``strict: true`` when its parameters can be strict (optional ones nullable)."""
+    fn = tool.get("function", {})
+    params = _strict(fn.get("parameters") or {"type": "object", "properties": {}}, nullable_optional=True)
+    return tool if params is None else {**tool, "function": {**fn, "parameters": params, "strict": True}}
+
+
+def _apply_format(body: dict[str, Any], call: _Call, shape: Shape) -> None:
+    """``response_format`` (and, below json_object_schema, the system message) for the shape's mode."""
+    requested = call.response_format
+    if requested.get("type") != "json_schema":
+        body["response_format"] = requested
+        return
+    spec = requested.get("json_schema", {})
+    schema = hoist_defs(spec.get("schema") or {"type": "object"})
+    mode = shape.format_mode
+    if mode == "json_schema":
+        strict = _strict(schema) if shape.strict else None
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": spec.get("name", "answer"), "schema": strict or schema, "strict": strict is not None}}
+    elif mode == "json_object_schema":
+        body["response_format"] = {"type": "json_object", "schema": schema}
+    elif mode == "json_object":
+        body["response_format"] = {"type": "json_object"}
+    if mode in ("json_object", "prompt"):
+        body["messages"] = _with_schema_instruction(call.messages, schema)
+
+
+def _reply(response: Any) -> tuple[Message, str | None]:
     if not response.choices:
         raise LLMError("the model returned no choices")
-    reply = Message.from_openai(response.choices[0].message)
-    reply.role, reply.usage = "assistant", _usage(response.usage)
-    return reply
+    choice = response.choices[0]
+    if getattr(choice.message, "refusal", None):
+        raise Refusal(choice.message.refusal)
+    reply = Message.from_openai(choice.message)
+    reply.role, reply.usage = "assistant", usage_of(response.usage)
+    return reply, choice.finish_reason
 
 
-def _usage(usage: Any) -> dict[str, int] | None:
+def usage_of(usage: Any) -> dict[str, int] | None:
+    """A server's usage object as a dict: prompt, completion and reasoning tokens, one call, exact."""
     if usage is None:
         return None
-    return {"prompt_tokens": usage.prompt_tokens or 0, "completion_tokens": usage.completion_tokens or 0}
+    details = getattr(usage, "completion_tokens_details", None)
+    return {"prompt_tokens": usage.prompt_tokens or 0, "completion_tokens": usage.completion_tokens or 0,
+            "reasoning_tokens": getattr(details, "reasoning_tokens", None) or 0, "calls": 1, "estimated": 0}
+
+
+def estimated_usage(plain: list[dict], text: str) -> dict[str, int]:
+    """Counted here when a server reports nothing (marked ``estimated``)."""
+    return {"prompt_tokens": count_tokens(json.dumps(plain)), "completion_tokens": count_tokens(text),
+            "reasoning_tokens": 0, "calls": 1, "estimated": 1}
 
 
 def _with_schema_instruction(messages: list[dict[str, Any]], schema: dict) -> list[dict[str, Any]]:

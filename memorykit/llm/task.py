@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -14,8 +15,8 @@ from typing import Annotated, Any, Callable, Generic, Iterator, Protocol, Sequen
 
 from pydantic import AfterValidator, BaseModel, StringConstraints, ValidationError
 
-from ..config import settings
-from ..errors import LLMError, MemoryKitError
+from ..config import price_for, settings
+from ..errors import ConfigurationError, LLMError, MemoryKitError
 from ..messages import Message, count_tokens
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,9 @@ class Task(Generic[I, O]):
 
 @dataclass
 class Usage:
-    """One task call: tokens in / out (from the server, or estimated) and its outcome."""
+    """One task call: tokens in / out (from the server, or estimated), reasoning tokens (part of the
+    output), the HTTP requests it took (a cut-off answer asked again counts twice), its cost and outcome.
+    ``cost`` is USD by the price table: 0 for a local or offline model, None for a model not in the table."""
 
     task: str
     prompt_tokens: int
@@ -95,9 +98,27 @@ class Usage:
     ok: bool = True
     estimated: bool = False
     error: str | None = None
+    reasoning_tokens: int = 0
+    requests: int = 1
+    model: str = ""
+    cost: float | None = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def cost_of(llm: Any, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """USD for one call on ``llm``: priced by ``config.PRICES`` for OpenAI, 0 for other servers."""
+    if not getattr(llm, "priced", False):
+        return 0.0
+    price = price_for(getattr(llm, "model", ""))
+    return None if price is None else (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
 
 
 _collectors: ContextVar[tuple[list[Usage], ...]] = ContextVar("memorykit_usage", default=())
+_meters: dict[int, list["UsageMeter"]] = {}
+_meters_lock = threading.Lock()
 
 
 @contextmanager
@@ -111,9 +132,51 @@ def track_usage() -> Iterator[list[Usage]]:
         _collectors.reset(token)
 
 
-def _record(usage: Usage) -> Usage:
+@dataclass
+class UsageMeter:
+    """Every task call one model client made while the meter ran, from any thread: calls, tokens, cost."""
+
+    calls: list[Usage]
+
+    @property
+    def tokens(self) -> int:
+        return sum(u.tokens for u in self.calls)
+
+    @property
+    def cost(self) -> float | None:
+        costs = [u.cost for u in self.calls]
+        return None if any(c is None for c in costs) else sum(costs)
+
+    def __str__(self) -> str:
+        reasoning = sum(u.reasoning_tokens for u in self.calls)
+        think = f" ({reasoning:,} reasoning)" if reasoning else ""
+        guess = " (some estimated)" if any(u.estimated for u in self.calls) else ""
+        cost = "cost unknown (model not in the price table)" if self.cost is None else f"${self.cost:.4f}"
+        return f"{len(self.calls)} model calls, {self.tokens:,} tokens{think}{guess}, {cost}"
+
+
+@contextmanager
+def usage_meter(llm: Any) -> Iterator[UsageMeter]:
+    """``with usage_meter(llm) as m: ...; print(m)`` -> "12 model calls, 8,431 tokens, $0.0031"."""
+    meter = UsageMeter([])
+    with _meters_lock:
+        _meters.setdefault(id(llm), []).append(meter)
+    try:
+        yield meter
+    finally:
+        with _meters_lock:
+            _meters[id(llm)].remove(meter)
+            if not _meters[id(llm)]:
+                del _meters[id(llm)]
+
+
+def _record(usage: Usage, llm: Any = None) -> Usage:
     for calls in _collectors.get():
         calls.append(usage)
+    with _meters_lock:
+        meters = list(_meters.get(id(llm), ()))
+    for meter in meters:
+        meter.calls.append(usage)
     return usage
 
 
@@ -177,6 +240,8 @@ def _checked(task: Task, out: Any) -> Any:
 def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | None = None) -> O | Message:
     """Run ``task`` on ``llm``: the validated output (a ``Message`` for ``output=None``), or one
     :class:`TaskFailed` for every failure (server error, timeout, invalid output twice)."""
+    if llm is None:
+        raise ConfigurationError(f"task {task.name!r} needs a model: pass llm= (get_llm() builds the configured one)")
     if not isinstance(inp, task.input):
         inp = task.input.model_validate(inp)
     budget = settings().max_tokens_for(task.name, task.max_tokens)
@@ -184,14 +249,15 @@ def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | No
         if not hasattr(llm, "perform"):
             return _run_remote(llm, task, inp, tools, budget)
         result = _checked(task, llm.perform(task, inp, tools=tools))
-        _record(Usage(task.name, count_tokens(task.render(inp)), 0, estimated=True))
+        _record(Usage(task.name, count_tokens(task.render(inp)), 0, estimated=True,
+                      model=getattr(llm, "label", "")), llm)
         return result
     except TaskFailed:
         raise  # the failed call's usage record already says so
     except (ValueError, LLMError) as exc:  # pydantic's ValidationError is a ValueError
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        _record(Usage(task.name, 0, 0, ok=False, error=reason))
-        raise TaskFailed(task.name, reason) from exc
+        _record(Usage(task.name, 0, 0, ok=False, error=reason, requests=0), llm)
+        raise TaskFailed(task.name, reason, getattr(exc, "text", None)) from exc
 
 
 def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools: list[dict] | None, budget: int):
@@ -228,11 +294,36 @@ def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools: list[dict] | 
     raise TaskFailed(task.name, usage.error, reply.content)
 
 
+def add_usage(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, int] | None:
+    """Two calls' usage summed (estimated if either was; truncated if the last was)."""
+    if a is None or b is None:
+        return a or b
+    total = {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
+    total["estimated"] = int(bool(a.get("estimated") or b.get("estimated")))
+    total["truncated"] = b.get("truncated", 0)
+    return total
+
+
 def _chat(llm: ChatModel, task: Task, messages: list[Message], **kwargs: Any) -> tuple[Message, Usage]:
-    """One chat call, recorded with the server's token counts (estimated when it sends none)."""
+    """One chat call, recorded with the server's token counts (estimated when it sends none) and cost. An
+    answer cut off at its budget (``finish_reason: length``) is asked for once more with twice the room (at
+    most ``MEMORYKIT_LLM_MAX_TOKENS_CAP``); cut off again, the task fails. Both requests count."""
     reply = llm.chat(messages, **kwargs)
+    if (getattr(reply, "usage", None) or {}).get("truncated"):
+        budget = min(2 * kwargs["max_tokens"], settings().llm_max_tokens_cap)
+        log.info("task %s: answer cut off at %d tokens; once more with %d", task.name, kwargs["max_tokens"], budget)
+        first, reply = reply.usage, llm.chat(messages, **{**kwargs, "max_tokens": budget})
+        reply.usage = add_usage(first, reply.usage)
     counts = getattr(reply, "usage", None) or {}
     prompt, completion = counts.get("prompt_tokens"), counts.get("completion_tokens")
-    return reply, _record(Usage(task.name, count_tokens(messages) if prompt is None else prompt,
-                                count_tokens(reply.content or "") if completion is None else completion,
-                                estimated=prompt is None))
+    prompt = count_tokens(messages) if prompt is None else prompt
+    completion = count_tokens(reply.content or "") if completion is None else completion
+    usage = _record(Usage(task.name, prompt, completion, estimated=bool(counts.get("estimated", not counts)),
+                          reasoning_tokens=counts.get("reasoning_tokens", 0), requests=counts.get("calls", 1),
+                          model=getattr(llm, "model", getattr(llm, "label", "")),
+                          cost=cost_of(llm, prompt, completion)), llm)
+    if counts.get("truncated"):
+        usage.ok, usage.error = False, "the answer was cut off at its token budget twice (finish_reason: length)"
+        raise TaskFailed(task.name, usage.error + f"; raise MEMORYKIT_LLM_MAX_TOKENS_{task.name.upper()}",
+                         reply.content)
+    return reply, usage

@@ -262,15 +262,14 @@ DECIDE = Task("decide_memory", prompt=DECIDE_PROMPT, input=DecideInput, output=M
               render=_render)
 
 
-def decide(new_fact: str, existing: Sequence[Memory | str], llm=None) -> MemoryDecision:
-    """Ask the model (default ``get_llm()``) what to do with ``new_fact``; never raises. A failed task or
-    a target that numbers no memory falls back to ADD: a duplicate at worst, never a wrong fact closed."""
+def decide(new_fact: str, existing: Sequence[Memory | str], llm) -> MemoryDecision:
+    """Ask ``llm`` what to do with ``new_fact``; never raises. No model, a failed task or a target that
+    numbers no memory falls back to ADD: a duplicate at worst, never a wrong fact closed."""
     if not existing:
         return MemoryDecision(action="ADD", reason="no similar memory")
-    facts = [getattr(m, "content", m) for m in existing]
     if llm is None:
-        from ..llm.factory import get_llm
-        llm = get_llm()
+        return MemoryDecision(action="ADD", reason="no model given to decide (pass llm=): kept as new")
+    facts = [getattr(m, "content", m) for m in existing]
     try:
         out = run_task(llm, DECIDE, DecideInput(new=new_fact, existing=[
             ExistingFact(id=i, fact=f) for i, f in enumerate(facts)]))

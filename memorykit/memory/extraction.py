@@ -120,14 +120,12 @@ def parse_memories(text: str | None) -> list[CandidateMemory]:
     return [CandidateMemory(m.type, m.content) for m in out.memories]
 
 
-def extract_memories(messages: str | Message | Sequence[Message | dict], llm=None) -> list[CandidateMemory]:
-    """Candidate memories from a conversation (a str is one user message); [] (logged) if the task fails."""
+def extract_memories(messages: str | Message | Sequence[Message | dict], llm) -> list[CandidateMemory]:
+    """Candidate memories from a conversation (a str is one user message) by ``llm``; [] (logged) if the
+    task fails."""
     msgs = as_messages(messages)
     if not any(m.role == "user" and m.content.strip() for m in msgs):
         return []
-    if llm is None:
-        from ..llm import get_llm
-        llm = get_llm()
     try:
         out = run_task(llm, EXTRACT, ExtractInput(messages=msgs))
     except TaskFailed as exc:

@@ -253,15 +253,13 @@ ANALYZE = Task("analyze_feedback", prompt=ANALYZE_PROMPT, input=FeedbackInput, o
                max_tokens=400)
 
 
-def analyze_feedback(exchanges: Sequence[tuple[str, str | None]], llm=None) -> list[FeedbackExample]:
-    """Feedback examples found in the last four (user, assistant) exchanges; [] if the task fails."""
-    from ..llm.factory import get_llm
-
+def analyze_feedback(exchanges: Sequence[tuple[str, str | None]], llm) -> list[FeedbackExample]:
+    """Feedback examples ``llm`` finds in the last four (user, assistant) exchanges; [] if the task fails."""
     pairs = [Exchange(user=str(u or ""), assistant=str(a or "")) for u, a in list(exchanges)[-WINDOW:]]
     if len(pairs) < 2:
         return []
     try:
-        found = run_task(llm or get_llm(), ANALYZE, FeedbackInput(exchanges=pairs))
+        found = run_task(llm, ANALYZE, FeedbackInput(exchanges=pairs))
     except TaskFailed as exc:
         log.warning("analyze_feedback skipped: %s", exc)
         return []

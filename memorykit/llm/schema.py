@@ -1,0 +1,94 @@
+"""JSON schemas as each server family takes them: OpenAI's strict structured outputs and strict tools
+(made strict by the openai SDK's own helper), and plain schemas with every ``$ref`` resolvable.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from pydantic import BaseModel
+
+# Keywords OpenAI's strict mode refuses ("Invalid schema ... 'minLength' is not permitted"): pydantic still
+# checks them after the answer arrives.
+STRICT_UNSUPPORTED = ("default", "minLength", "maxLength", "patternProperties", "propertyNames", "minProperties",
+                      "maxProperties", "uniqueItems", "contains", "unevaluatedProperties", "unevaluatedItems")
+_CHILD_MAPS = ("properties", "$defs", "definitions")
+_CHILD_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
+
+
+def _children(node: dict[str, Any]) -> list[dict[str, Any]]:
+    kids = [v for key in _CHILD_MAPS for v in (node.get(key) or {}).values() if isinstance(v, dict)]
+    kids += [v for key in _CHILD_LISTS for v in node.get(key) or [] if isinstance(v, dict)]
+    kids += [node[key] for key in ("items", "additionalProperties", "not") if isinstance(node.get(key), dict)]
+    return kids
+
+
+def hoist_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy with every nested ``$defs`` moved to the root, where ``#/$defs/...`` references resolve
+    (a model's schema embedded as one property keeps its ``$defs`` beside it, out of reach)."""
+    root = copy.deepcopy(schema)
+    found: dict[str, Any] = {}
+
+    def walk(node: dict[str, Any], top: bool) -> None:
+        if not top and isinstance(node.get("$defs"), dict):
+            found.update(node.pop("$defs"))
+        for child in _children(node):
+            walk(child, False)
+
+    walk(root, True)
+    for name, sub in list(found.items()):
+        walk(sub, False)
+    if found:
+        root["$defs"] = {**found, **root.get("$defs", {})}
+    return root
+
+
+def _strip(node: dict[str, Any]) -> None:
+    for key in STRICT_UNSUPPORTED:
+        node.pop(key, None)
+    for child in _children(node):
+        _strip(child)
+
+
+def _open_object(node: dict[str, Any]) -> bool:
+    """True when some object in ``node`` accepts keys it does not name (strict mode cannot say that)."""
+    if node.get("type") == "object" and node.get("additionalProperties") is not False:
+        return True
+    return any(_open_object(child) for child in _children(node))
+
+
+def _nullable(prop: dict[str, Any]) -> dict[str, Any]:
+    if prop.get("type") == "null" or any(v.get("type") == "null" for v in prop.get("anyOf", [])):
+        return prop
+    if isinstance(prop.get("type"), str) and "enum" not in prop and "$ref" not in prop:
+        return {**prop, "type": [prop["type"], "null"]}
+    return {"anyOf": [prop, {"type": "null"}]}
+
+
+def _optional_nullable(node: dict[str, Any]) -> None:
+    """Properties a hand-written schema leaves optional become nullable before strict mode requires them."""
+    props = node.get("properties")
+    if isinstance(props, dict):
+        required = set(node.get("required", []))
+        node["properties"] = {k: v if k in required else _nullable(v) for k, v in props.items()}
+    for child in _children(node):
+        _optional_nullable(child)
+
+
+def strict_schema(source: type[BaseModel] | dict[str, Any], *, nullable_optional: bool = False
+                  ) -> dict[str, Any] | None:
+    """``source`` (a pydantic model or its JSON schema, or a tool's) as a valid strict schema, by the openai
+    SDK's helper: every property required, ``additionalProperties: false`` everywhere, ``$defs`` at the root,
+    no unsupported keyword; with ``nullable_optional`` (tools) optional properties become nullable first (a
+    pydantic model's already are). None when it cannot be strict (an object with open keys)."""
+    from openai.lib._pydantic import _ensure_strict_json_schema, to_strict_json_schema
+
+    if isinstance(source, dict):
+        schema = hoist_defs(source)
+        if nullable_optional:
+            _optional_nullable(schema)
+        schema = _ensure_strict_json_schema(schema, path=(), root=schema)
+    else:
+        schema = hoist_defs(to_strict_json_schema(source))
+    _strip(schema)
+    return None if _open_object(schema) else schema
