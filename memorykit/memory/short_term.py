@@ -256,8 +256,7 @@ class ChatHistory:
         self.summary_key = f"{self.key}:summary"
         self.vectors_key = f"{self.key}:vectors"  # the keys of this thread's recall vectors (MessageIndex)
         self.threads_key = user_key(namespace, "user", user_id, "threads")
-        self._view, self._advance, self._remove, self._touch_script, self._drop = map(
-            r.register_script, (_VIEW, _ADVANCE, _REMOVE, _TOUCH, _DROP))
+        self._view, self._advance, self._remove, self._drop = map(r.register_script, (_VIEW, _ADVANCE, _REMOVE, _DROP))
 
     def __repr__(self) -> str:
         return f"ChatHistory(user_id={self.user_id!r}, thread_id={self.thread_id!r}, namespace={self.namespace!r})"
@@ -283,7 +282,8 @@ class ChatHistory:
 
     def _touch(self, pipe) -> None:
         """Slide the TTL of the thread, its summary and its recall vectors; record activity in the user's thread set."""
-        self._touch_script(keys=[self.key, self.summary_key, self.vectors_key], args=[self.ttl or 0], client=pipe)
+        # EVAL (not a registered script): it needs no script cache and works in a cluster's pipeline too
+        pipe.execute_command("EVAL", _TOUCH, 3, self.key, self.summary_key, self.vectors_key, self.ttl or 0)
         pipe.zadd(self.threads_key, {self.thread_id: time.time()})
 
     def messages(self, last_n: int | None = None) -> list[Message]:
