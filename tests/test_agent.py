@@ -147,7 +147,7 @@ def test_summarizes_when_the_policy_says_so(r, llm, ns):
 
 
 # ---------------------------------------------------------------- background writes
-def test_background_writes_finish_before_the_next_turn_reads(agent):
+def test_background_writes_finish_before_the_next_turn_of_the_thread_reads(agent):
     slow_remember = agent.store.remember
 
     def remember(*args, **kwargs):
@@ -157,7 +157,7 @@ def test_background_writes_finish_before_the_next_turn_reads(agent):
     agent.store.remember = remember
     first = agent.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
     assert "remember" not in first.timings_ms  # the reply came back before the slow write finished
-    second = agent.chat("What am I allergic to?", user_id="lena", thread_id="t2")  # no flush() in between
+    second = agent.chat("What am I allergic to?", user_id="lena", thread_id="t1")  # no flush() in between
     assert first.timings_ms["remember"] >= 400
     assert first.reply_ms < sum(first.timings_ms.values())  # the user did not wait for the writes
     assert any("peanuts" in h.memory.content for h in second.memories_used)
