@@ -230,7 +230,7 @@ class MemoryAgent:
         with self._unsaved_lock:
             waiting = list(self._unsaved.get(slot, []))
         try:
-            history.append([*waiting, *messages])
+            history.append([*self._not_landed(history, waiting), *messages])
             with self._unsaved_lock:
                 kept = self._unsaved.get(slot, [])
                 del kept[:len(waiting)]
@@ -244,6 +244,15 @@ class MemoryAgent:
                           "and will be saved with your next message")
             log.warning("could not save to %s: %s", history.key, exc)
             return False
+
+    @staticmethod
+    def _not_landed(history: ChatHistory, waiting: list[Message]) -> list[Message]:
+        """The kept messages that are not in the thread yet: a write that timed out may still have been
+        applied (a stalled server runs what it had received once it resumes), so none is stored twice."""
+        if not waiting:
+            return []
+        landed = {m.id for m in history.messages(last_n=len(waiting) + 50)}
+        return [m for m in waiting if m.id not in landed]
 
     def _reply_input(self, turn: Turn, past: list[Message]) -> ReplyInput:
         """The reply task's input; with full memory, the question is embedded once for every search."""
