@@ -64,6 +64,7 @@ class Turn:
     error: str | None = None
     failed_steps: dict[str, str] = field(default_factory=dict)
     usage: list[Usage] = field(default_factory=list)
+    working_version: str | None = field(default=None, repr=False)  # the working memory the prompt showed
 
     @property
     def ok(self) -> bool:
@@ -265,7 +266,8 @@ class MemoryAgent:
             turn.memories_used = self.store.search(question, user_id=uid, k=5, vector=vector,
                                                    distance_threshold=self.distance_threshold)
             inp.memories = [h.memory.content for h in turn.memories_used]
-        inp.working_memory = self.working.get(uid, turn.thread_id)
+        shown, turn.working_version = self.working.read(uid, turn.thread_id)  # its tools write against this
+        inp.working_memory = None if turn.working_version is None else shown
         turn.recalled = [hit for hit in self.recall.search(
             question, user_id=uid, k=3, distance_threshold=self.distance_threshold,
             exclude_ids=[m.id for m in past], vector=vector) if hit.thread_id != turn.thread_id]
@@ -278,7 +280,7 @@ class MemoryAgent:
         if self.memory != "full" or self.retrieval != "tools":
             return []
         return [*memory_tools(self.store, turn.user_id, llm=self.llm),
-                *self.working.tools(turn.user_id, turn.thread_id)]
+                *self.working.tools(turn.user_id, turn.thread_id, expected=turn.working_version)]
 
     def _hooked(self, turn: Turn, inp: ReplyInput) -> tuple[Task, ReplyInput]:
         """Run the before-model hooks on the rendered prompt; with hooks, send exactly what they return."""
