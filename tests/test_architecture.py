@@ -123,8 +123,8 @@ def test_no_module_over_450_lines():
     assert {n: c for n, c in big.items() if c > 450} == {}
 
 
-CORE_BUDGET = 4820  # issue 14 set 4,500 (4,489 then); issue 25 (many users: per-thread background pool, owner-scoped
-# procedures + a shared pool without user text, working-memory CAS, recall vectors that expire with their thread) adds ~320
+CORE_BUDGET = 4830  # issue 14 set 4,500 (4,489 then); issue 25 (many users: per-thread background pool, owner-scoped
+# procedures + a shared pool without user text, working-memory CAS, recall vectors that expire with their thread) adds ~330
 
 
 def test_library_core_stays_within_its_budget():
