@@ -1,9 +1,10 @@
 """Procedural memory: tool-set accuracy, LLM round trips and time, cold vs warm; suggestion latency.
 
     .venv/bin/python benchmarks/procedural.py [--queries data/routes/tools_heldout.jsonl] [--learn FILE]
+    .venv/bin/python benchmarks/procedural.py --queries data/independent/tools.jsonl   # written by others
 
 1. Learn: an agent with procedural memory answers the learning questions (default: the
-   notebook's wellness questions and the tool router's train split) and keeps the patterns
+   notebook's wellness questions and the tool routes' train split) and keeps the patterns
    that score >= 0.7.
 2. Cold: an agent without procedural memory answers every question in ``--queries``
    (JSONL rows with ``query`` and ``tools``; default: the held-out set).

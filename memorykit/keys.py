@@ -2,7 +2,9 @@
 
 User and thread ids may hold anything a person types (`a|b`, `*`, `{x}`, spaces,
 unicode). Keys embed them percent-encoded, so ``:`` ``*`` ``{`` ``}`` and friends
-can never change a key's shape or match another user's keys in a SCAN pattern.
+can never change a key's shape or match another user's keys in a SCAN pattern. Per-user keys carry the
+user as a cluster hash tag (:func:`user_key`); shared knowledge has an owner no user id encodes to
+(:data:`SHARED_OWNER`); a namespace's indexes are a fixed list (:func:`index_names`).
 """
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from urllib.parse import quote
 from .errors import ValidationError
 
 MAX_ID_LENGTH = 256
-# Key structures that embed a user id right after their name: ns:<structure>:<user>[:...]
-USER_KEY_STRUCTURES = ("thread", "user", "feedback", "msgvec", "memhash",
-                       "working:user", "working:conversation")
+# The indexes a namespace can hold, ``<ns>_<name>``: a fixed list, so no code picks indexes by name prefix.
+NAMESPACE_INDEXES = ("memories", "procedures", "feedback", "messages")
+# The owner of shared knowledge. ``encode`` and ``index.owner_tag`` put two hex digits after every '%',
+# so no user id, however spelled, produces "%shared" (the id "%shared" itself encodes to "%25shared").
+SHARED_OWNER = "%shared"
 # Shared by all namespaces; "f64": vectors computed in float64 (embeddings.py), not those of the float32 model.
 EMBEDDINGS_CACHE = "memorykit:embcache:f64"
 _NAMESPACE = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$")
@@ -58,3 +62,25 @@ def user_key(namespace: str, structure: str, user_id: str, *parts: str) -> str:
     over them stay valid on a cluster.
     """
     return ":".join([namespace, structure, "{" + encode(user_id) + "}", *map(encode, parts)])
+
+
+def shared_key(namespace: str, structure: str, *parts: str) -> str:
+    """Like :func:`user_key` for shared knowledge: ``ns:<structure>:{%shared}:...``, a tag no user has."""
+    return ":".join([namespace, structure, "{" + SHARED_OWNER + "}", *map(encode, parts)])
+
+
+def index_names(namespace: str) -> list[str]:
+    """Every index name a namespace may hold, exactly (``app`` never reaches ``app_v2``'s)."""
+    return [f"{check_namespace(namespace)}_{name}" for name in NAMESPACE_INDEXES]
+
+
+def registry_key(namespace: str, user_id: str) -> str:
+    """``ns:keys:{<user>}``: a SET naming per-user keys no index or fixed name finds (see :func:`register`)."""
+    return user_key(namespace, "keys", user_id)
+
+
+def register(pipe, namespace: str, user_id: str, *keys: str) -> None:
+    """Queue: record ``keys`` in the user's registry, in the same transaction that writes them, so
+    ``forget_user`` finds them without scanning the keyspace."""
+    if keys:
+        pipe.sadd(registry_key(namespace, user_id), *keys)

@@ -236,11 +236,11 @@ def test_add_noop_update_invalidate_are_applied_without_deleting(store, llm):
     assert add.action == "ADD" and store.count("u1", ["episodic"]) == 2
     upd = store.remember("User moved to Berlin.", user_id="u1", llm=llm)
     assert upd.action == "UPDATE" and upd.target.id == base.memory.id
-    old, new = store.get_many([base.memory.id, upd.memory.id])
+    old, new = store.get_many([base.memory.id, upd.memory.id], "u1")
     assert old.invalid_at == new.valid_from and old.superseded_by == new.id and new.supersedes == old.id
     gone = store.remember("User's dog Max passed away.", user_id="u1", llm=llm)
     assert gone.action == "INVALIDATE" and gone.target.id == add.memory.id
-    assert store.get(add.memory.id).superseded_by == gone.memory.id
+    assert store.get(add.memory.id, "u1").superseded_by == gone.memory.id
     current = sorted(m.content for m in store.list("u1", ["episodic"]))
     assert current == ["User moved to Berlin.", "User's dog Max passed away."]
     every = store.list("u1", ["episodic"], include_superseded=True)
@@ -259,11 +259,14 @@ def test_lisbon_then_berlin_as_of_and_history(store, llm):
     assert [h.memory.content for h in past] == ["User lives in Lisbon."]
     before = store.search("Where do I live?", user_id="raphael", k=3, as_of=now - 3 * YEAR)
     assert before == []
-    chain = store.history(lisbon.memory.id)
+    chain = store.history(lisbon.memory.id, user_id="raphael")
     assert [m.content for m in chain] == ["User lives in Lisbon.", "User moved to Berlin last month."]
-    assert [m.id for m in store.history(berlin.memory.id)] == [m.id for m in chain]
-    with pytest.raises(ValidationError):
-        store.history("01NOPE")
+    assert [m.id for m in store.history(berlin.memory.id, user_id="raphael")] == [m.id for m in chain]
+    with pytest.raises(ValidationError) as missing:
+        store.history("01NOPE", user_id="raphael")
+    with pytest.raises(ValidationError) as theirs:  # another user's id: the same answer as a missing one
+        store.history(lisbon.memory.id, user_id="Raphael")
+    assert str(theirs.value) == str(missing.value).replace("01NOPE", lisbon.memory.id)
 
 
 def test_backdated_fact_older_than_the_current_one_is_kept_as_history(store, llm):
@@ -276,11 +279,17 @@ def test_backdated_fact_older_than_the_current_one_is_kept_as_history(store, llm
         ["User lives in Lisbon."]
 
 
-def test_semantic_facts_without_user_belong_to_system(store, llm):
-    d = store.remember("Paris is the capital of France.", memory_type="semantic", llm=llm)
-    assert d.memory.user_id == "system"
-    with pytest.raises(ValidationError):
-        store.remember("User lives in Lisbon.", memory_type="episodic", llm=llm)
+def test_shared_facts_need_the_shared_api_and_system_is_a_user(store, llm):
+    d = store.remember("Paris is the capital of France.", shared=True, llm=llm)
+    assert d.memory.user_id is None and d.memory.shared and d.memory.memory_type == "semantic"
+    sys = store.remember("Paris is the capital of France.", user_id="system", memory_type="semantic", llm=llm)
+    assert sys.action == "ADD" and sys.memory.user_id == "system"  # its own ledger, not the shared one
+    assert store.remember("paris is the capital of france", shared=True, llm=llm).action == "NOOP"
+    assert [m.user_id for m in store.list("bob", ["semantic"])] == [None]
+    for bad in (dict(memory_type="semantic"), dict(memory_type="episodic", shared=True),
+                dict(user_id="u", shared=True)):
+        with pytest.raises(ValidationError):
+            store.remember("User lives in Lisbon.", llm=llm, **bad)
 
 
 # ------------------------------------------------------------------ concurrency
@@ -310,7 +319,7 @@ def test_eight_writers_updating_one_memory_leave_one_current_version(store, llm)
     docs = [store.redis.json().get(k) for k in store.redis.scan_iter(f"{store.namespace}:memory:*")]
     truly = [(d["content"], d.get("valid_from"), d.get("invalid_at"), d.get("superseded_by")) for d in docs]
     assert len(current) == 1, (out, truly)
-    chain = store.history(first.memory.id)
+    chain = store.history(first.memory.id, user_id="u1")
     assert len(chain) == 9 and chain[0].id == first.memory.id and chain[-1].id == current[0].id
     assert sorted(m.content for m in chain[1:]) == sorted(f"User moved to {c}." for c in cities)
     assert all(m.invalid_at is not None for m in chain[:-1])
@@ -327,11 +336,13 @@ def test_consolidate_merges_duplicates_with_provenance_within_user_and_type(stor
     other_type = store.add("User honeymooned in Paris in 2009.", user_id="u1", memory_type="semantic")
     merges = dedup_eval.consolidate(store, "u1", llm=llm)
     assert len(merges) == 1 and merges[0].kept.id == a.id and [m.id for m in merges[0].merged] == [b.id]
-    kept, merged = store.get_many([a.id, b.id])
+    kept, merged = store.get_many([a.id, b.id], "u1")
     assert kept.source_messages == ["m1", "m7"] and kept.metadata["source_threads"] == ["t1", "t2"]
     assert kept.metadata["merged_from"] == [b.id]
     assert merged.superseded_by == a.id and merged.invalid_at is not None  # closed, not deleted
-    assert store.get(other_user.id).is_current and store.get(other_type.id).is_current
+    assert store.get(other_user.id, "u2").is_current and store.get(other_type.id, "u1").is_current
+    ledger = store.redis.hgetall(dedup.ledger_key(store, "u1", "episodic"))
+    assert b.id not in ledger.values()  # the closed duplicate left the ledger with its closing
     assert len(store.list("u1", ["episodic"])) == 3  # both Kyoto trips stay
     assert dedup_eval.consolidate(store, "u1", llm=llm) == []
 

@@ -90,7 +90,7 @@ def test_ingest_and_evaluate_one_dialog(r, emb, ns):
     store = MemoryStore(r, emb, namespace=ns)
     turn_of = ev.ingest(store, one)
     assert len(turn_of) == len(one.dialogs[0].turns)
-    m = store.get(next(iter(turn_of)))
+    m = store.get(next(iter(turn_of)), one.dialogs[0].dialog_id)
     assert m.metadata["speaker"] in one.dialogs[0].speakers and m.created_at == m.valid_from < 2e9
     run = ev.evaluate(store, one, turn_of, k=5, mode="hybrid")
     assert len(run.ranked) == len(one.questions) and all(len(x) == 10 for x in run.ranked)

@@ -17,7 +17,7 @@ def store(r, emb, ns):
 
 
 def add(store, text, user="ana", created_days=0.0, used_days=None, now=None, mtype="episodic"):
-    m = store.add(text, user_id=user, memory_type=mtype)
+    m = store.add(text, user_id=user, memory_type=mtype, shared=user is None)
     doc = {"created_at": now - created_days * DAY}
     if used_days is not None:
         doc["last_accessed"] = now - used_days * DAY
@@ -31,25 +31,30 @@ def test_age_and_inactivity_with_reasons(store):
     old = add(store, "Ana lived in Leeds", created_days=400, used_days=2, now=now)
     idle = add(store, "Ana liked jazz", created_days=100, used_days=95, now=now)
     fresh = add(store, "Ana lives in Porto", created_days=3, now=now)
+    twin = add(store, "Ana lived in Leeds", user="ana ", created_days=3, now=now)  # a look-alike owner
     policy = fg.ForgettingPolicy(max_age_days=365, max_inactive_days=90)
     plan = fg.plan(store, policy, now=now)
     why = {f.id: f.reason for f in plan}
     assert set(why) == {old.id, idle.id}
     assert why[old.id].startswith("age 400 d > 365 d")
     assert why[idle.id].startswith("not used for 95 d > 90 d")
-    assert store.get(old.id) is not None  # a plan is a dry run
+    assert store.get(old.id, "ana") is not None  # a plan is a dry run
+    assert fg.plan(store, policy, user_id="ana ", now=now) == []
     assert {f.id for f in fg.forget(store, policy, now=now)} == {old.id, idle.id}
-    assert store.get(old.id) is None and store.get(idle.id) is None and store.get(fresh.id) is not None
+    assert store.get(old.id, "ana") is None and store.get(idle.id, "ana") is None
+    assert store.get(fresh.id, "ana") is not None and store.get(twin.id, "ana ") is not None
 
 
 def test_pinned_memories_are_never_forgotten(store):
     now = time.time()
     keep = add(store, "Ana is allergic to penicillin", created_days=900, now=now)
-    assert fg.pin(store, keep.id)
-    assert fg.plan(store, fg.ForgettingPolicy(max_age_days=30, budget=0), now=now) == []
-    assert fg.pin(store, keep.id, pinned=False)
+    assert not fg.pin(store, keep.id, user_id="system")  # another user's memory: like a missing one
     assert [f.id for f in fg.plan(store, fg.ForgettingPolicy(max_age_days=30), now=now)] == [keep.id]
-    assert not fg.pin(store, "no-such-id")
+    assert fg.pin(store, keep.id, user_id="ana")
+    assert fg.plan(store, fg.ForgettingPolicy(max_age_days=30, budget=0), now=now) == []
+    assert fg.pin(store, keep.id, pinned=False, user_id="ana")
+    assert [f.id for f in fg.plan(store, fg.ForgettingPolicy(max_age_days=30), now=now)] == [keep.id]
+    assert not fg.pin(store, "no-such-id", user_id="ana")
 
 
 def test_budget_keeps_the_most_recent_per_user(store):
@@ -72,3 +77,8 @@ def test_budget_skips_superseded_versions_and_shared_facts(store):
     store.redis.json().set(store.key(epi.id), "$.invalid_at", now - 40 * DAY)
     assert fg.plan(store, fg.ForgettingPolicy(budget=0), user_id="ana", now=now) == []  # superseded: not budgeted
     assert sem.id not in {f.id for f in fg.plan(store, fg.ForgettingPolicy(budget=0), now=now)}
+    mine = add(store, "Water boils at 90 C up a mountain", user="system", created_days=500, now=now, mtype="semantic")
+    assert mine.id in {f.id for f in fg.plan(store, fg.ForgettingPolicy(budget=0), now=now)}  # just a user
+    assert [f.id for f in fg.plan(store, fg.ForgettingPolicy(budget=0), shared=True, now=now)] == [sem.id]
+    assert [f.user_id for f in fg.forget(store, fg.ForgettingPolicy(budget=0), shared=True, now=now)] == [None]
+    assert store.get(sem.id, shared=True) is None and store.get(mine.id, "system") is not None

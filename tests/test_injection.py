@@ -57,7 +57,7 @@ def test_offline_agent_in_tools_mode_keeps_users_apart(r, emb, ns):
     agent.flush()
     seen = " ".join([turn.reply or "", *turn.tool_results, *(h.memory.content for h in turn.memories_used)])
     assert "4242" not in seen
-    assert store.get(victim.id).content == SECRET
+    assert store.get(victim.id, "alice").content == SECRET
     agent.close()
 
 
@@ -72,7 +72,7 @@ def test_a_model_that_obeys_the_injection_still_reaches_nothing(r, emb, ns):
                                *(h.memory.content for h in turn.memories_used),
                                *(m.content for m in turn.prompt or [])])
         assert "4242" not in everything, retrieval
-        assert store.get(victim.id) is not None and store.get(victim.id).content == SECRET
+        assert store.get(victim.id, "alice") is not None and store.get(victim.id, "alice").content == SECRET
         if retrieval == "tools":
             assert turn.tool_results and all("4242" not in t for t in turn.tool_results)
             assert any("no memory with id" in t for t in turn.tool_results)  # update/delete refused

@@ -11,7 +11,7 @@ from redisvl.query.filter import Num, Tag
 import memorykit as mk
 from memorykit.errors import SchemaMismatchError, ValidationError
 from memorykit.config import settings as mk_settings
-from memorykit.keys import USER_KEY_STRUCTURES, key
+from memorykit.keys import user_key
 from memorykit.memory.index import content_hash, ensure_index, owner_filter, row_ids, user_scope
 from memorykit.memory.long_term import format_memories, memory_schema
 
@@ -26,7 +26,11 @@ def store(r, emb, ns):
 def test_add_get_search_with_distances(store):
     m = store.add("User went to Paris in 2009 for their honeymoon", user_id="raphael")
     store.add("User prefers window seats", user_id="raphael")
-    assert store.get(m.id).content == m.content
+    other = store.add("User went to Paris in 2009 for their honeymoon", user_id="raphael ")  # a look-alike
+    assert store.get(m.id, "raphael").content == m.content
+    assert store.get(m.id, "raphael ") is None and store.get(other.id, "raphael") is None
+    with pytest.raises(ValidationError, match="shared=True"):
+        store.get(m.id)  # a by-id read names its owner
     hits = store.search("Where did I travel in 2009?", user_id="raphael", k=2)
     assert [h.memory.id for h in hits][0] == m.id
     assert hits[0].distance <= hits[1].distance
@@ -34,12 +38,13 @@ def test_add_get_search_with_distances(store):
 
 
 def test_semantic_shared_episodic_private(store):
-    store.add("Singapore requires a passport for entry", memory_type="semantic")
+    store.add("Singapore requires a passport for entry", shared=True)
     store.add("User went to Singapore last spring", user_id="alice")
     store.add("Alice's private fact: Singapore trip notes", user_id="alice", memory_type="semantic")
+    store.add("Singapore has no passport rules at all", user_id="system", memory_type="semantic")  # just a user
     bob = store.search("Singapore passport", user_id="bob", k=10)
     assert [h.memory.content for h in bob] == ["Singapore requires a passport for entry"]
-    assert bob[0].memory.user_id == "system"
+    assert bob[0].memory.user_id is None and bob[0].memory.shared
     alice = {h.memory.content for h in store.search("Singapore", user_id="alice", k=10)}
     assert len(alice) == 3
     assert len(store.search("Singapore", user_id=None, memory_types=["semantic"], k=10)) == 1
@@ -81,35 +86,38 @@ def test_filters_are_redisvl_objects(store):
 
 def test_last_accessed_updated_on_retrieval_only(store):
     m = store.add("User drinks green tea", user_id="u")
-    assert store.get(m.id).last_accessed is None
+    store.add("User drinks green tea", user_id="U")
+    assert store.get(m.id, "u").last_accessed is None
     store.search("tea", user_id="u", touch=False)
-    assert store.get(m.id).last_accessed is None
+    assert store.get(m.id, "u").last_accessed is None
     before = time.time()
     hits = store.search("tea", user_id="u")
     assert hits[0].memory.last_accessed >= before
-    first = store.get(m.id).last_accessed
+    first = store.get(m.id, "u").last_accessed
     assert first >= before
     store.search("tea", user_id="u")  # within touch_interval: no rewrite (re-indexing is not free)
-    assert store.get(m.id).last_accessed == first
+    assert store.get(m.id, "u").last_accessed == first
     store.touch_interval = 0
     store.search("tea", user_id="u")
-    assert store.get(m.id).last_accessed > first
+    assert store.get(m.id, "u").last_accessed > first
 
 
 def test_update_re_embeds(store, r, emb):
     m = store.add("User lives in Lisbon", user_id="u")
+    store.add("User lives in Lisbon", user_id="u|x")
     v_old = r.json().get(store.key(m.id), "$.embedding")[0]
-    store.update(m.id, "User plays the violin in an orchestra")
+    store.update(m.id, "User plays the violin in an orchestra", user_id="u")
     v_new = r.json().get(store.key(m.id), "$.embedding")[0]
     assert v_new != v_old
     assert max(abs(a - b) for a, b in zip(v_new, emb.embed("User plays the violin in an orchestra"))) < 1e-5
     hit = store.search("User plays the violin in an orchestra", user_id="u", k=1)[0]
     assert hit.memory.id == m.id and hit.distance < 0.01
-    assert store.get(m.id).content_hash == content_hash("user plays the violin in an orchestra!")
-    store.update(m.id, topics=["music"])  # no content change: the vector stays
+    assert store.get(m.id, "u").content_hash == content_hash("user plays the violin in an orchestra!")
+    store.update(m.id, topics=["music"], user_id="u")  # no content change: the vector stays
     assert r.json().get(store.key(m.id), "$.embedding")[0] == pytest.approx(v_new, rel=1e-6, abs=1e-12)
+    assert [h.memory.content for h in store.search("Lisbon", user_id="u|x")] == ["User lives in Lisbon"]
     with pytest.raises(ValidationError):
-        store.update("no-such-id", "x")
+        store.update("no-such-id", "x", user_id="u")
 
 
 class CountingEmbedder:
@@ -148,13 +156,13 @@ def test_history_is_the_supersession_chain_oldest_first(store):
     c.supersedes = b.id
     for m in (a, b, c):
         store._write(m)
-    assert [m.id for m in store.history(b.id)] == [a.id, b.id, c.id]
-    assert [m.id for m in store.history(c.id)] == [a.id, b.id, c.id]
+    assert [m.id for m in store.history(b.id, user_id="u")] == [a.id, b.id, c.id]
+    assert [m.id for m in store.history(c.id, user_id="u")] == [a.id, b.id, c.id]
     assert [h.memory.id for h in store.search("Where does the user live?", user_id="u", k=3)] == [c.id]
-    store.delete(a.id)
-    assert [m.id for m in store.history(c.id)] == [b.id, c.id]  # a missing link ends the chain
+    store.delete(a.id, user_id="u")
+    assert [m.id for m in store.history(c.id, user_id="u")] == [b.id, c.id]  # a missing link ends the chain
     with pytest.raises(ValidationError):
-        store.history("no-such-id")
+        store.history("no-such-id", user_id="u")
 
 
 def test_owner_filter_matches_one_owner_exactly(store):
@@ -162,28 +170,31 @@ def test_owner_filter_matches_one_owner_exactly(store):
         store.add(f"User {u!r} keeps a diary", user_id=u)
     for u in ("bob", "Bob", "bob ", "bob,alice"):
         q = FilterQuery(filter_expression=owner_filter(u), return_fields=["id"], num_results=10)
-        owners = {m.user_id for m in store.get_many(row_ids(store.index.query(q)))}
+        owners = {m.user_id for m, _ in store._load(row_ids(store.index.query(q)))}
         assert owners == {u}
     both = FilterQuery(filter_expression=owner_filter(["bob", "alice"]), return_fields=["id"], num_results=10)
-    assert {m.user_id for m in store.get_many(row_ids(store.index.query(both)))} == {"bob", "alice"}
+    assert {m.user_id for m, _ in store._load(row_ids(store.index.query(both)))} == {"bob", "alice"}
     with pytest.raises(ValidationError):
         owner_filter([])
 
 
 def test_list_count_delete(store):
     ids = [m.id for m in store.add_many([{"content": f"User fact number {i}", "user_id": "u"} for i in range(5)])]
-    store.add("General fact about Lisbon trams", memory_type="semantic")
+    store.add("General fact about Lisbon trams", shared=True)
+    store.add("User fact number 0", user_id="U")
     assert store.count("u", ["episodic"]) == 5
     assert store.count("u") == 6
     listed = store.list("u", ["episodic"])
     assert [m.id for m in listed] == sorted(ids, reverse=True)  # newest first (ULIDs sort by time)
-    assert store.delete(ids[0]) is True and store.delete(ids[0]) is False
-    assert store.get(ids[0]) is None and store.count("u", ["episodic"]) == 4
-    assert store.get_many([ids[1], "missing"])[1] is None
+    assert store.delete(ids[0], user_id="U") is False  # another user's id: the answer for a missing one
+    assert store.delete(ids[0], user_id="u") is True and store.delete(ids[0], user_id="u") is False
+    assert store.get(ids[0], "u") is None and store.count("u", ["episodic"]) == 4
+    assert store.get_many([ids[1], "missing"], "u")[1] is None and store.get_many([ids[1]], "U") == [None]
 
 
 @pytest.mark.parametrize("bad", [dict(content="  "), dict(content="x", memory_type="EPISODIC!"),
                                  dict(content="x", user_id=None), dict(content="x" * 20_001),
+                                 dict(content="x", shared=True), dict(content="x", user_id=None, shared=True),
                                  dict(content="x", user_id="   "), dict(content="x", user_id="a\nb"),
                                  dict(content="x", user_id="u" * 300), dict(content="x", user_id="")])
 def test_bad_input_rejected_and_nothing_written(store, r, bad):
@@ -205,7 +216,7 @@ def test_index_creation_is_idempotent_and_detects_schema_changes(r, emb, ns):
     a = mk.MemoryStore(r, emb, namespace=ns)
     m = a.add("User likes tea", user_id="u")
     b = mk.MemoryStore(r, emb, namespace=ns)  # same schema: reuse, data kept
-    assert b.get(m.id).content == "User likes tea"
+    assert b.get(m.id, "u").content == "User likes tea"
     changed = memory_schema(ns, 128)
     with pytest.raises(SchemaMismatchError, match="embedding") as err:
         ensure_index(r, changed)
@@ -214,37 +225,37 @@ def test_index_creation_is_idempotent_and_detects_schema_changes(r, emb, ns):
     flat["fields"][-1]["attrs"]["algorithm"] = "flat"
     with pytest.raises(SchemaMismatchError, match="algorithm"):
         ensure_index(r, flat)
-    assert b.get(m.id) is not None  # detection never drops anything
+    assert b.get(m.id, "u") is not None  # detection never drops anything
 
 
 def test_forget_user_leaves_no_key_behind(r, emb, ns):
     store = mk.MemoryStore(r, emb, namespace=ns)
-    victims, others = ["bob", "a|b*{x}"], ["Bob", "bob ", "bob:2", "a", "alice"]
+    notes = mk.WorkingMemory(r, namespace=ns, scope="conversation")
+    victims, others = ["bob", "a|b*{x}", "system"], ["Bob", "bob ", "bob:2", "a", "alice", "{bob}"]
     for u in victims + others:
         store.add_many([{"content": f"User {u!r} secret {i}", "user_id": u} for i in range(3)])
-        store.add(f"User {u!r} own fact", user_id=u, memory_type="semantic")
-        for structure in USER_KEY_STRUCTURES:
-            r.set(key(ns, *structure.split(":"), u, "t1"), "x")
-    store.add("Shared fact", memory_type="semantic")
+        store.remember(f"User {u!r} own fact", user_id=u, memory_type="semantic")  # writes a ledger
+        mk.ChatHistory(r, user_id=u, thread_id="t1", namespace=ns).append(mk.Message(role="user", content="hi"))
+        notes.update(f"notes of {u}", user_id=u, thread_id="no-chat")  # a thread with no chat history
+    store.add("Shared fact", shared=True)
     before = sum(1 for _ in r.scan_iter(match=f"{ns}:*"))
+    per_user = 4 + 1 + 1 + 3  # memories, ledger, thread list + user's thread set, notes + registry
     deleted = sum(store.forget_user(u) for u in victims)
-    assert deleted == 2 * (4 + len(USER_KEY_STRUCTURES))
+    assert deleted == len(victims) * per_user
     left = list(r.scan_iter(match=f"{ns}:*"))
     assert len(left) == before - deleted
-    owners = {store.get(k.rsplit(":", 1)[-1]).user_id for k in left if k.startswith(f"{ns}:memory:")}
-    assert owners == set(others) | {"system"}
+    owners = {m.user_id for m, _ in store._load([k.rsplit(":", 1)[-1] for k in left if k.startswith(f"{ns}:memory:")])}
+    assert owners == set(others) | {None}
     for u in victims:
-        assert store.count(u, ["episodic"]) == 0
-        gone = [key(ns, *s.split(":"), u) for s in USER_KEY_STRUCTURES]
-        assert not [k for k in left if any(k == g or k.startswith(g + ":") for g in gone)]
+        assert store.count(u, ["episodic"]) == 0 and notes.get(u, "no-chat") is None
+        assert not [k for k in left if user_key(ns, "x", u).split(":", 2)[2] in k]
     assert store.forget_user("bob") == 0
-    with pytest.raises(ValidationError):
-        store.forget_user("system")
 
 
 def test_format_memories_context_block(store):
     store.add("User went to Paris in 2009", user_id="u")
-    store.add("Paris has a metro", memory_type="semantic")
+    store.add("Paris has a metro", shared=True)
+    store.add("User went to Paris in 2010", user_id="U")
     block = format_memories(store.search("Paris", user_id="u"))
     lines = block.splitlines()
     assert "do not mention" in lines[0].lower() and not lines[0].startswith("- ")
@@ -287,7 +298,7 @@ def test_no_search_returns_another_users_episodic_memory(iso, user_ids):
                            filter_expression=user_scope(u, ["episodic"])) for u in user_ids]
     results = store.index.batch_query(queries, batch_size=60)
     ids = [row["id"].rsplit(":", 1)[-1] for rows in results for row in rows]
-    owner = {m.id: m.user_id for m in store.get_many(ids) if m}
+    owner = {m.id: m.user_id for m, _ in store._load(ids) if m}
     for u, rows in zip(user_ids, results):
         seen = [owner[row["id"].rsplit(":", 1)[-1]] for row in rows]
         assert set(seen) == {u}, f"id {u!r} saw memories of {set(seen) - {u}}"

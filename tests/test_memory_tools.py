@@ -14,7 +14,8 @@ def store(r, emb, ns):
     s = mk.MemoryStore(r, emb, namespace=ns)
     s.add("User went to Paris in 2009 for their honeymoon", user_id="raphael")
     s.add("User's partner loves Lisbon", user_id="mallory")
-    s.add("Singapore requires a passport for entry", memory_type="semantic")
+    s.add("Singapore requires a passport for entry", shared=True)
+    s.add("User's partner went to Paris in 2009", user_id="system")  # an ordinary user
     return s
 
 
@@ -57,16 +58,21 @@ def test_manage_memory_add_update_delete_own_only(store):
     again = call(tools, "manage_memory", action="add", content="user prefers aisle seats.")
     assert again["status"] == "already known" and again["id"] == added["id"]
     upd = call(tools, "manage_memory", action="update", memory_id=added["id"], content="User prefers window seats")
-    assert store.get(added["id"]).content == "User prefers window seats" and upd["status"] == "updated"
+    assert store.get(added["id"], "raphael").content == "User prefers window seats" and upd["status"] == "updated"
     theirs = store.list("mallory", ["episodic"])[0]
     for action in ("update", "delete"):
         out = call(tools, "manage_memory", action=action, memory_id=theirs.id, content="hijacked")
         assert "error" in out
-    system = store.list(None, ["semantic"])[0]
-    assert "error" in call(tools, "manage_memory", action="delete", memory_id=system.id)
-    assert store.get(theirs.id).content == "User's partner loves Lisbon" and store.get(system.id)
+    missing = call(tools, "manage_memory", action="delete", memory_id="01NOPE")["error"]
+    assert out["error"] == missing.replace("01NOPE", theirs.id)  # "not yours" reads exactly like "absent"
+    shared = store.list(None, ["semantic"])[0]
+    for action in ("update", "delete"):
+        assert "shared knowledge" in call(tools, "manage_memory", action=action, memory_id=shared.id,
+                                          content="hijacked")["error"]
+    assert store.get(theirs.id, "mallory").content == "User's partner loves Lisbon"
+    assert store.get(shared.id, shared=True).content == "Singapore requires a passport for entry"
     assert call(tools, "manage_memory", action="delete", memory_id=added["id"])["status"] == "deleted"
-    assert store.get(added["id"]) is None
+    assert store.get(added["id"], "raphael") is None
 
 
 def test_offline_model_decides_to_search_then_answers(store, llm):

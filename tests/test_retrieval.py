@@ -106,9 +106,9 @@ def test_scoped_terms_drop_words_common_in_this_users_memories(store):
     expr = store._filter("ana", ("episodic",))
     assert rt.scoped_terms(store.index, ["ana", "boiler"], expr, 0.2) == ["boiler"]
     assert rt.scoped_terms(store.index, ["ana", "boiler"], expr, 1.0) == ["ana", "boiler"]
-    store.delete(store.list("ana")[0].id)
+    store.delete(store.list("ana")[0].id, user_id="ana")
     for m in store.list("ana")[3:]:
-        store.delete(m.id)
+        store.delete(m.id, user_id="ana")
     assert len(store.list("ana")) == 3  # in a handful of memories no word counts as common
     assert rt.scoped_terms(store.index, ["ana"], expr, 0.2) == ["ana"]
 

@@ -141,7 +141,8 @@ def test_the_run_goes_through_the_one_tool_loop(r, llm, monkeypatch):
 def test_max_steps_bounds_the_loop(r, llm):
     run = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), max_steps=1).run(COMPARE, user_id=USER)
     assert run.steps == 1 and run.reply == "" and not run.evaluation.success
-    assert run.tools_used == ["get_health_metrics"] and "kept calling tools" in run.failure
+    assert len(run.tools_used) == 1 and "kept calling tools" in run.failure   # the likelier of the two tools
+    assert run.tools_used[0] in ("get_health_metrics", "get_workout_data")
 
 
 def test_periods_and_arguments_from_the_question():

@@ -313,7 +313,7 @@ class MemoryAgent:
                 for hit in json.loads(result).get("results", []):  # an error result has none
                     found.setdefault(hit["id"], hit["distance"])
         if found:
-            turn.memories_used = [MemoryHit(m, found[m.id]) for m in self.store.get_many(list(found)) if m]
+            turn.memories_used = [MemoryHit(m, found[m.id]) for m in self.store.get_many(list(found), turn.user_id) if m]
 
     @contextmanager
     def _step(self, turn: Turn, name: str):

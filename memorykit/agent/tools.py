@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import settings
+from ..errors import ValidationError
 from ..keys import check_id
 from ..llm.tools import Tool, ToolError
 from ..memory.index import memory_type_list
@@ -39,13 +40,19 @@ def memory_tools(store, user_id: str, *, llm=None) -> list[Tool]:
             return {"status": "stored" if decision.action != "NOOP" else "already known",
                     "action": decision.action.lower(), "id": memory.id if memory else None,
                     "content": memory.content if memory else content}
-        memory = store.get(memory_id) if isinstance(memory_id, str) and memory_id.strip() else None
-        if memory is None or memory.user_id != user_id:  # the same answer for "not yours" and "absent"
+        memory = store.get(memory_id, user_id) if isinstance(memory_id, str) and memory_id.strip() else None
+        if memory is not None and memory.shared:  # readable by everyone, changed only by the app's shared API
+            raise ToolError(f"memory {memory_id!r} is shared knowledge and cannot be changed from a chat; "
+                            "add a memory of the user's own instead")
+        if memory is None:  # the store answers "not yours" exactly like "absent"
             raise ToolError(f"no memory with id {memory_id!r} for this user; search_memory lists ids")
-        if action == "update":
-            memory = store.update(memory.id, content)
-        else:
-            store.delete(memory.id)
+        try:
+            if action == "update":
+                memory = store.update(memory.id, content, user_id=user_id)
+            elif not store.delete(memory.id, user_id=user_id):
+                raise ValidationError(f"no memory with id {memory_id!r}")
+        except ValidationError as exc:  # deleted meanwhile, or bad content: the model can correct itself
+            raise ToolError(f"{exc}; search_memory lists ids") from exc
         return {"status": "updated" if action == "update" else "deleted", "id": memory.id, "content": memory.content}
 
     search = Tool(

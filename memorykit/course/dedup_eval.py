@@ -19,9 +19,8 @@ import numpy as np
 
 from ..config import data_path
 from ..errors import ValidationError
-from ..keys import check_id
 from ..memory import dedup
-from ..memory.index import SYSTEM_USER, content_hash, json_docs
+from ..memory.index import content_hash, json_docs, owner_of
 from ..memory.long_term import Memory
 
 LABELS = ("duplicate", "update", "new")
@@ -182,21 +181,24 @@ class Merge:
     merged: list[Memory] = field(default_factory=list)
 
 
-def consolidate(store, user_id: str, *, memory_types: Sequence[str] = ("episodic", "semantic"),
+def consolidate(store, user_id: str | None = None, *, shared: bool = False,
+                memory_types: Sequence[str] = ("episodic", "semantic"),
                 distance_threshold: float = CONSOLIDATE_DISTANCE, llm=None, use_decider: bool = True,
                 dry_run: bool = False) -> list[Merge]:
-    """Merge clusters of duplicates already stored for one user, type by type.
+    """Merge clusters of duplicates already stored for one user (or, ``shared=True``, in shared knowledge),
+    type by type.
 
     A memory joins a cluster only if it is within ``distance_threshold`` of EVERY member
     (complete linkage: no chains of near neighbours) and, with ``use_decider``, the decider calls
     it a duplicate (NOOP) of the cluster's first member. The kept memory (the earliest) gains the
     members' source threads and message ids; the others are closed (``superseded_by``), not deleted.
     """
-    user = check_id(user_id, "user_id")
+    owner = owner_of(user_id, shared)
     merges: list[Merge] = []
     for mtype in memory_types:
-        memories = store.list(None if user == SYSTEM_USER and mtype == "semantic" else user, [mtype])
-        memories = sorted((m for m in memories if m.user_id == user and m.memory_type == mtype),
+        if owner is None and mtype != "semantic":
+            continue  # shared knowledge is semantic only
+        memories = sorted((m for m in store.list(owner, [mtype]) if m.user_id == owner and m.memory_type == mtype),
                           key=lambda m: (m.valid_from or m.created_at, m.id))
         if len(memories) < 2:
             continue
@@ -235,11 +237,11 @@ def _merge(store, merge: Merge) -> None:
     kept.source_messages, kept.updated_at = messages, now
     kept.metadata = {**kept.metadata, "merged_from": merged_from, "source_threads": threads}
     ledger = dedup.ledger_key(store, kept.user_id, kept.memory_type)
-    pipe = store.redis.pipeline(transaction=True)
-    for path, value in (("source_messages", messages), ("metadata", kept.metadata), ("updated_at", now)):
-        pipe.json().set(store.key(kept.id), f"$.{path}", value)
+    pipe = store.redis.pipeline(transaction=True)  # one MULTI/EXEC: changed paths only, ledger entries with them
+    pipe.json().merge(store.key(kept.id), "$", {"source_messages": messages, "metadata": kept.metadata,
+                                                "updated_at": now})
     for m in merge.merged:
         dedup._close(store, pipe, m, now, kept.id)
-        if m.content_hash != kept.content_hash:
-            pipe.hdel(ledger, m.content_hash)
+        if m.content_hash != kept.content_hash:  # only the entry that still names the closed memory
+            store._ledger_cas(keys=[ledger], args=[m.content_hash, m.id, ""], client=pipe)
     pipe.execute()

@@ -1,10 +1,12 @@
 """Held-out scores of procedural memory's decisions: tool sets (cold vs warm), query types, feedback.
 
 The held-out files (``data/routes/*_heldout.jsonl``) were written before the methods and are
-never used to build or calibrate them. Used by notebook 06, the tests and
-``benchmarks/procedural.py``::
+never used to build or calibrate them. ``data/independent/`` holds sets written apart from the
+method by other people (evaluation only, see its README); both are scored side by side.
+Used by notebook 06, the tests and ``benchmarks/procedural.py``::
 
-    python -m memorykit.course.procedural_eval            # every held-out score, one run
+    python -m memorykit.course.procedural_eval                    # both sets, side by side
+    python -m memorykit.course.procedural_eval --sets independent --only tools
 """
 from __future__ import annotations
 
@@ -29,6 +31,14 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 def heldout(name: str) -> list[dict[str, Any]]:
     """``data/routes/<name>_heldout.jsonl``: tools, query_types or feedback."""
     return read_jsonl(data_path("routes", f"{name}_heldout.jsonl"))
+
+
+def independent(name: str) -> list[dict[str, Any]]:
+    """``data/independent/<name>.jsonl`` (tools or feedback): written apart from the method, evaluation only."""
+    return read_jsonl(data_path("independent", f"{name}.jsonl"))
+
+
+SETS = {"held-out": heldout, "independent": independent}
 
 
 def training_size(name: str) -> dict[str, int]:
@@ -180,20 +190,32 @@ def main(argv: Sequence[str] | None = None) -> None:
     from ..server import connect
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tools", default=str(data_path("routes", "tools_heldout.jsonl")), help="questions with tools")
-    ap.add_argument("--feedback", default=str(data_path("routes", "feedback_heldout.jsonl")), help="windows")
-    ap.add_argument("--query-types", default=str(data_path("routes", "query_types_heldout.jsonl")))
+    ap.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS), help="evaluation sets to score")
+    ap.add_argument("--only", nargs="+", choices=["tools", "feedback", "query_types"],
+                    default=["tools", "feedback", "query_types"], help="tasks to score")
+    ap.add_argument("--tools", help="score this file of questions with tools instead of the sets' files")
+    ap.add_argument("--feedback", help="score this file of feedback windows instead of the sets' files")
     args = ap.parse_args(argv)
     r = connect()
     emb, llm = get_embedder(r), get_llm("offline")
-    for name in ("tools", "query_types", "feedback"):
-        print(f"training data {name}: {training_size(name)}")
-    acc, _ = query_type_accuracy(read_jsonl(args.query_types), r, emb)
-    print(f"query types: accuracy {acc:.3f} on {args.query_types}")
-    prf, _ = feedback_scores(read_jsonl(args.feedback), llm)
-    print(f"feedback: {prf} on {args.feedback}")
-    cw = cold_warm(r, emb, llm, learning_questions(), read_jsonl(args.tools))
-    print(f"tools: {cw.summary()} on {args.tools}")
+    table: dict[str, dict[str, str]] = {}
+    if "query_types" in args.only:
+        acc, _ = query_type_accuracy(heldout("query_types"), r, emb)
+        table.setdefault("query types accuracy", {})["held-out"] = f"{acc:.3f}"
+    for name in args.sets:
+        if "feedback" in args.only:
+            prf, _ = feedback_scores(read_jsonl(args.feedback) if args.feedback else SETS[name]("feedback"), llm)
+            for key, value in (("P", prf.precision), ("R", prf.recall), ("F1", prf.f1)):
+                table.setdefault(f"feedback {key}", {})[name] = f"{value:.3f}"
+        if "tools" in args.only:
+            cw = cold_warm(r, emb, llm, learning_questions(), read_jsonl(args.tools) if args.tools else SETS[name]("tools"))
+            for key, value in (("cold accuracy", cw.cold_accuracy), ("warm accuracy", cw.warm_accuracy),
+                               ("warm/cold steps", cw.steps_ratio)):
+                table.setdefault(f"tools {key}", {})[name] = f"{value:.3f}"
+            print(f"tools ({name}): {cw.summary()}")
+    print(f"{'':24}" + "".join(f"{n:>14}" for n in args.sets))
+    for row, cells in table.items():
+        print(f"{row:24}" + "".join(f"{cells.get(n, '-'):>14}" for n in args.sets))
 
 
 if __name__ == "__main__":

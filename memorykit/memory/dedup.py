@@ -4,6 +4,10 @@
 near: ADD; near-identical with the same numbers, names and negations: NOOP) -> **decided** (the ``decide_memory``
 task: ADD | UPDATE | INVALIDATE | NOOP). An update closes the old memory and links both ways (``as_of``,
 ``history``). Writes are optimistic transactions per user and type (WATCH the ledger, MULTI/EXEC).
+
+The exact-match ledger (``ns:memhash:{owner}:<type>``, content hash -> id) is derived data: every write that
+changes, closes or deletes a memory changes it in the same atomic step, and a hit is verified against the
+stored document (owner, type, hash, still current) before it is trusted; a stale entry counts as a miss.
 """
 from __future__ import annotations
 
@@ -20,9 +24,9 @@ from redisvl.query import FilterQuery
 from redisvl.query.filter import FilterExpression, Tag
 
 from ..errors import MemoryKitError
-from ..keys import key
+from ..keys import shared_key, user_key
 from ..llm.task import Task, TaskFailed, Text, is_placeholder, run_task
-from .index import content_hash, json_docs, nearest, owner_filter, owner_of, row_ids, validity
+from .index import content_hash, json_docs, nearest, owner_of, row_ids, tag_of, validity
 
 if TYPE_CHECKING:
     from .long_term import Memory, MemoryHit, MemoryStore
@@ -54,50 +58,122 @@ class Decision:
         return f"Decision({self.action} by {self.tier}{target}: {self.reason})"
 
 
-def _scope(user_id: str, memory_type: str) -> FilterExpression:
-    """Exactly this user's current memories of this type."""
-    return owner_filter(user_id) & (Tag("memory_type") == memory_type) & validity()
+# KEYS[1]: a memory, KEYS[2..4]: its owner's ledgers (episodic, semantic, procedural). ARGV: the caller's owner
+# tag, the memory id, the shared tag when the caller is a user. Deletes the memory and the ledger entry naming
+# it, atomically: 1; 0 if missing or another owner's (the same answer); -1 if shared and the caller a user.
+DROP_MEMORY = """
+local raw = redis.call('JSON.GET', KEYS[1], '$.user_tag', '$.memory_type', '$.content_hash')
+if not raw then return 0 end
+local doc = cjson.decode(raw)
+local tag = doc['$.user_tag'][1]
+if tag ~= ARGV[1] then
+  if tag ~= nil and tag == ARGV[3] then return -1 end
+  return 0
+end
+local ledger = KEYS[({episodic = 2, semantic = 3, procedural = 4})[doc['$.memory_type'][1]] or 0]
+local digest = doc['$.content_hash'][1]
+if ledger and digest and redis.call('HGET', ledger, digest) == ARGV[2] then redis.call('HDEL', ledger, digest) end
+return redis.call('DEL', KEYS[1])
+"""
+# KEYS[1]: a ledger. ARGV: a content hash, the id expected under it ('' = none), the id to put there ('' = remove).
+LEDGER_CAS = """
+if (redis.call('HGET', KEYS[1], ARGV[1]) or '') ~= ARGV[2] then return 0 end
+if ARGV[3] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) end
+return 1
+"""
 
 
-def ledger_key(store: MemoryStore, user_id: str, memory_type: str) -> str:
-    """``ns:memhash:<user>:<type>``: content hash -> id of the current memory; writers WATCH it."""
-    return key(store.namespace, "memhash", user_id, memory_type)
+def _scope(owner: str | None, memory_type: str) -> FilterExpression:
+    """Exactly this owner's (None: shared) current memories of this type."""
+    return (Tag("user_id") == tag_of(owner)) & (Tag("memory_type") == memory_type) & validity()
 
 
-def find_exact(store: MemoryStore, content: str, user_id: str | None,
-               memory_type: str = "episodic") -> Memory | None:
-    """The current memory with the same normalized text (case, spaces, punctuation ignored)."""
-    user_id = owner_of(user_id, memory_type)
-    digest = content_hash(content)
-    mid = store.redis.hget(ledger_key(store, user_id, memory_type), digest)
-    if mid is None:
-        q = FilterQuery(filter_expression=_scope(user_id, memory_type) & (Tag("content_hash") == digest),
-                        return_fields=["id"], num_results=1)
-        q.sort_by("created_at", asc=True)
-        mid = next(iter(row_ids(store.index.query(q))), None)
-    found = store.get(mid) if mid else None
-    return found if found is not None and found.is_current else None
+def ledger_key(store: MemoryStore, owner: str | None, memory_type: str) -> str:
+    """``ns:memhash:{<user>}:<type>`` (``{%shared}`` for shared knowledge): content hash -> id of the current
+    memory; writers WATCH it."""
+    if owner is None:
+        return shared_key(store.namespace, "memhash", memory_type)
+    return user_key(store.namespace, "memhash", owner, memory_type)
 
 
-def find_similar(store: MemoryStore, content: str, user_id: str | None, memory_type: str = "episodic",
+def _verified(store: MemoryStore, memory_id: str, owner: str | None, memory_type: str,
+              digest: str) -> Memory | None:
+    """The memory a ledger entry names, if it still is what the entry claims: this owner's, this type,
+    this content hash, current. None otherwise (a stale entry)."""
+    memory, tag = store._load([memory_id])[0]
+    ok = (memory is not None and tag == tag_of(owner) and memory.memory_type == memory_type
+          and memory.content_hash == digest and memory.is_current)
+    return memory if ok else None
+
+
+def find_exact(store: MemoryStore, content: str, user_id: str | None = None, memory_type: str = "episodic", *,
+               shared: bool = False, repair: bool = True) -> Memory | None:
+    """The owner's current memory with the same normalized text (case, spaces, punctuation ignored). A ledger
+    entry is verified first; a stale one is a miss (and, with ``repair``, removed)."""
+    owner = owner_of(user_id, shared)
+    digest, ledger = content_hash(content), ledger_key(store, owner, memory_type)
+    mid = store.redis.hget(ledger, digest)
+    if mid is not None:
+        found = _verified(store, mid, owner, memory_type, digest)
+        if found is not None:
+            return found
+        if repair:
+            store._ledger_cas(keys=[ledger], args=[digest, mid, ""])
+    q = FilterQuery(filter_expression=_scope(owner, memory_type) & (Tag("content_hash") == digest),
+                    return_fields=["id"], num_results=5)
+    q.sort_by("created_at", asc=True)
+    for mid in row_ids(store.index.query(q)):
+        found = _verified(store, mid, owner, memory_type, digest)
+        if found is not None:
+            if repair:
+                store._ledger_cas(keys=[ledger], args=[digest, "", found.id])
+            return found
+    return None
+
+
+def ledger_moves(store: MemoryStore, pipe, memory: Memory, new_hash: str):
+    """Read, under WATCH, what the ledger must change when ``memory`` takes ``new_hash``; returns a function
+    that queues those changes after MULTI (the old entry goes if it names this memory; the new one is
+    claimed unless another current memory verifiably holds it)."""
+    if new_hash == memory.content_hash:
+        return lambda pipe: None
+    ledger = ledger_key(store, memory.user_id, memory.memory_type)
+    pipe.watch(ledger)
+    drop = pipe.hget(ledger, memory.content_hash) == memory.id
+    holder = pipe.hget(ledger, new_hash)
+    claim = memory.is_current and (holder in (None, memory.id) or _verified(
+        store, holder, memory.user_id, memory.memory_type, new_hash) is None)
+
+    def queue(pipe) -> None:
+        if drop:
+            pipe.hdel(ledger, memory.content_hash)
+        if claim:
+            pipe.hset(ledger, new_hash, memory.id)
+    return queue
+
+
+def find_similar(store: MemoryStore, content: str, user_id: str | None = None, memory_type: str = "episodic",
                  k: int = 5, distance_threshold: float | None = CANDIDATE_DISTANCE,
-                 vector: Sequence[float] | None = None) -> list[MemoryHit]:
-    """The ``k`` nearest current memories of this user and type, within ``distance_threshold``."""
+                 vector: Sequence[float] | None = None, *, shared: bool = False) -> list[MemoryHit]:
+    """The ``k`` nearest current memories of this owner and type, within ``distance_threshold``."""
     from .long_term import MemoryHit
 
-    user_id = owner_of(user_id, memory_type)
+    owner = owner_of(user_id, shared)
     vector = np.asarray(vector if vector is not None else store.embedder.embed(content), dtype=np.float32)
-    scope = _scope(user_id, memory_type)
+    scope = _scope(owner, memory_type)
     # The ledger names every current memory remember() wrote, even one the index has not caught
-    # up with under concurrent writes; the index adds those stored with add().
-    ids = set(store.redis.hvals(ledger_key(store, user_id, memory_type)))
+    # up with under concurrent writes; the index adds those stored with add(). Each is checked below.
+    ids = set(store.redis.hvals(ledger_key(store, owner, memory_type)))
     ids |= set(row_ids(store.index.query(FilterQuery(filter_expression=scope, return_fields=["id"],
                                                      num_results=EXACT_SCAN_LIMIT + 1))))
     if len(ids) <= EXACT_SCAN_LIMIT:  # the usual case: exact cosine distances in numpy
         ids = sorted(ids)
-        docs = json_docs(store.redis, [store.key(mid) for mid in ids], "$.embedding", "$.invalid_at")
+        docs = json_docs(store.redis, [store.key(mid) for mid in ids], "$.embedding", "$.invalid_at",
+                         "$.user_tag", "$.memory_type")
+        mine = [tag_of(owner)], [memory_type]
         found = {mid: got["$.embedding"][0] for mid, got in zip(ids, docs)
-                 if got and got.get("$.embedding") and not got.get("$.invalid_at")}
+                 if got and got.get("$.embedding") and not got.get("$.invalid_at")
+                 and (got.get("$.user_tag"), got.get("$.memory_type")) == mine}
         if not found:
             return []
         distances = 1.0 - np.asarray(list(found.values()), dtype=np.float32) @ vector
@@ -107,7 +183,7 @@ def find_similar(store: MemoryStore, content: str, user_id: str | None, memory_t
         rows = [(float(row["vector_distance"]), mid) for row, mid in zip(found, row_ids(found))]
     if distance_threshold is not None:
         rows = [row for row in rows if row[0] <= distance_threshold]
-    memories = store.get_many([mid for _, mid in rows])
+    memories = store.get_many([mid for _, mid in rows], user_id, shared=shared)
     return [MemoryHit(m, dist) for m, (dist, _) in zip(memories, rows) if m]
 
 
@@ -209,15 +285,17 @@ def decide(new_fact: str, existing: Sequence[Memory | str], llm=None) -> MemoryD
     return out
 
 
-def remember(store: MemoryStore, content: str, user_id: str | None = None, memory_type: str = "episodic",
-             observed_at: float | None = None, llm=None, *, source_thread: str | None = None,
+def remember(store: MemoryStore, content: str, user_id: str | None = None, memory_type: str | None = None,
+             observed_at: float | None = None, llm=None, *, shared: bool = False, source_thread: str | None = None,
              source_messages: Sequence[str] | None = None) -> Decision:
-    """hash -> vectors -> decision -> apply, atomically for this user and memory type."""
-    user = owner_of(user_id, memory_type)
-    new = store._new(content, user, memory_type, source_thread=source_thread,
+    """hash -> vectors -> decision -> apply, atomically for this owner (``user_id``, or ``shared=True`` for
+    shared knowledge) and memory type (default: episodic, semantic when shared)."""
+    owner = owner_of(user_id, shared)
+    memory_type = memory_type or ("semantic" if owner is None else "episodic")
+    new = store._new(content, owner, memory_type, source_thread=source_thread,
                      source_messages=list(source_messages or []), observed_at=observed_at)
     vector = store.embedder.embed(new.content)
-    ledger = ledger_key(store, user, memory_type)
+    ledger = ledger_key(store, owner, memory_type)
     attempts, calls = [0], [0]
 
     def attempt(pipe) -> Decision:
@@ -239,10 +317,11 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
 
 
 def _cascade(store: MemoryStore, new: Memory, vector, llm) -> Decision:
-    same = find_exact(store, new.content, new.user_id, new.memory_type)
+    owner = dict(user_id=new.user_id, shared=new.user_id is None)
+    same = find_exact(store, new.content, memory_type=new.memory_type, repair=False, **owner)  # the ledger is WATCHed
     if same is not None:
         return Decision("NOOP", same, same, "the same text is already stored", "exact")
-    hits = find_similar(store, new.content, new.user_id, new.memory_type, vector=vector)
+    hits = find_similar(store, new.content, memory_type=new.memory_type, vector=vector, **owner)
     if not hits:
         return Decision("ADD", new, None, f"no memory within distance {CANDIDATE_DISTANCE}", "semantic")
     nearest = hits[0]
@@ -264,11 +343,13 @@ def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, st
     time is taken after the WATCHes, so it is later than every version this write can supersede."""
     new, target = decision.memory, decision.target
     closing = decision.action in ("UPDATE", "INVALIDATE") and target is not None
+    drop_target = False
     if closing:
         pipe.watch(store.key(target.id))
-        state = pipe.json().get(store.key(target.id), "$.invalid_at")
-        if state is None or (state and state[0] is not None):  # deleted, or closed by another writer
-            raise redis.WatchError("the target changed under us")
+        state = pipe.json().get(store.key(target.id), "$.invalid_at", "$.content_hash")
+        if not state or state["$.invalid_at"] or state["$.content_hash"] != [target.content_hash]:
+            raise redis.WatchError("the target changed under us")  # deleted, closed or edited by another writer
+        drop_target = pipe.hget(ledger, target.content_hash) == target.id
     if stamp_now:
         new.created_at = new.updated_at = new.valid_from = time.time()
     if closing:
@@ -284,7 +365,7 @@ def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, st
         pipe.hset(ledger, new.content_hash, new.id)
     if closing:
         _close(store, pipe, target, new.valid_from, new.id)
-        if target.content_hash != new.content_hash:
+        if drop_target and target.content_hash != new.content_hash:
             pipe.hdel(ledger, target.content_hash)
 
 

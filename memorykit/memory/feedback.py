@@ -238,7 +238,7 @@ class FeedbackInput(BaseModel):
 
 
 class FoundFeedback(BaseModel):
-    query: str = Field(description="the user's original question")
+    query: str = Field(description="the user's original question, word for word as they wrote it")
     response: str = Field(description="the answer the feedback is about")
     label: Literal["positive", "negative", "correction"]
     signal: Literal["explicit", "implicit"] = "explicit"

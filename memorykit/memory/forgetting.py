@@ -1,6 +1,7 @@
 """Forgetting policies for long-term memory (as in Redis's agent-memory-server): by age, by
 inactivity, by a per-user budget. A store that only grows gets slower and, for facts that change,
-more often wrong. Pinned memories (``metadata.pinned``) are never forgotten.
+more often wrong. Pinned memories (``metadata.pinned``) are never forgotten. Deletions go through the
+store's owner-checked script, so the exact-match ledger loses each entry in the same step.
 """
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from redisvl.query import FilterQuery
+from redisvl.query.filter import Tag
 
-from .index import SYSTEM_USER, delete_keys, owner_filter
+from .index import SHARED_TAG, owner_of, tag_of
 from .retrieval import DAY, Recency, as_float
 
-_FIELDS = ["id", "$.user_id", "$.content", "$.created_at", "$.last_accessed", "$.invalid_at", "$.metadata.pinned"]
+_FIELDS = ["id", "$.user_id", "$.user_tag", "$.content", "$.created_at", "$.last_accessed", "$.invalid_at", "$.metadata.pinned"]
 
 
 @dataclass(frozen=True)
@@ -29,25 +31,26 @@ class ForgettingPolicy:
 
 @dataclass
 class Forget:
-    """One memory a policy selects, and why."""
+    """One memory a policy selects, and why (``user_id`` None: shared knowledge)."""
 
     id: str
-    user_id: str
+    user_id: str | None
     content: str
     reason: str
 
 
-def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
+def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None, shared: bool = False,
          now: float | None = None) -> list[Forget]:
-    """The dry run: what the policy would delete and why, never a pinned memory (``user_id``: one owner)."""
+    """The dry run: what the policy would delete and why, never a pinned memory. ``user_id``: one user's
+    memories; ``shared=True``: shared knowledge only; neither: everyone's (the budget spares shared knowledge)."""
     now = time.time() if now is None else now
-    everyone = FilterQuery(filter_expression=owner_filter(user_id) if user_id is not None else "*",
-                           return_fields=_FIELDS, num_results=1000)  # current and superseded
+    scope = "*" if user_id is None and not shared else Tag("user_id") == tag_of(owner_of(user_id, shared))
+    everyone = FilterQuery(filter_expression=scope, return_fields=_FIELDS, num_results=1000)  # current and superseded
     out: dict[str, Forget] = {}
     kept: dict[str, list[tuple[float, str, dict]]] = defaultdict(list)
     for row in (row for page in store.index.paginate(everyone, page_size=1000) for row in page):
         mid = row["id"].rsplit(":", 1)[-1]
-        owner = row.get("$.user_id", "")
+        owner = row.get("$.user_tag", "")
         if str(row.get("$.metadata.pinned", "")).lower() in ("true", "1"):
             continue
         created = as_float(row.get("$.created_at")) or now
@@ -59,34 +62,41 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None,
             reason = f"age {age:.0f} d > {policy.max_age_days:g} d"
         elif policy.max_inactive_days is not None and idle > policy.max_inactive_days:
             reason = f"not used for {idle:.0f} d > {policy.max_inactive_days:g} d"
-        info = dict(id=mid, user_id=owner, content=row.get("$.content", ""))
+        info = dict(id=mid, user_id=None if owner == SHARED_TAG else row.get("$.user_id"), content=row.get("$.content", ""))
         if reason:
             out[mid] = Forget(reason=reason, **info)
         elif invalid is None:
             kept[owner].append((policy.recency.score(created, used, now), mid, info))
     if policy.budget is not None:
         for owner, items in kept.items():
-            if owner == SYSTEM_USER and user_id != SYSTEM_USER:
+            if owner == SHARED_TAG and not shared:
                 continue
             items.sort(key=lambda t: (-t[0], t[1]))
             for place, (score, mid, info) in enumerate(items[policy.budget:], policy.budget + 1):
                 out[mid] = Forget(reason=f"over budget: #{place} of {len(items)} by recency "
                                          f"({score:.2f}), budget {policy.budget}", **info)
-    return sorted(out.values(), key=lambda f: (f.user_id, f.reason, f.id))
+    return sorted(out.values(), key=lambda f: (f.user_id or "", f.reason, f.id))
 
 
-def forget(store, policy: ForgettingPolicy, *, user_id: str | None = None, now: float | None = None) -> list[Forget]:
-    """Apply the policy (:func:`plan` is its dry run): returns what was deleted."""
-    doomed = plan(store, policy, user_id=user_id, now=now)
-    if doomed:
-        delete_keys(store.redis, [store.key(f.id) for f in doomed])
-    return doomed
+def forget(store, policy: ForgettingPolicy, *, user_id: str | None = None, shared: bool = False,
+           now: float | None = None) -> list[Forget]:
+    """Apply the policy (:func:`plan` is its dry run): returns what was deleted, each memory with its
+    ledger entry in one step (a memory changed owner or vanished meanwhile is left alone)."""
+    doomed = plan(store, policy, user_id=user_id, shared=shared, now=now)
+    done = store._drop([(f.id, f.user_id) for f in doomed]) if doomed else []
+    return [f for f, ok in zip(doomed, done) if ok > 0]
 
 
-def pin(store, memory_id: str, pinned: bool = True) -> bool:
-    """Exempt a memory from every forgetting policy (or lift the exemption)."""
-    key = store.key(memory_id)
-    if not store.redis.exists(key):
-        return False
-    store.redis.json().set(key, "$.metadata.pinned", bool(pinned))
-    return True
+def pin(store, memory_id: str, pinned: bool = True, *, user_id: str | None = None, shared: bool = False) -> bool:
+    """Exempt the owner's memory from every forgetting policy (or lift the exemption); False if there is no
+    such memory for this owner (another user's included). One JSON path written, under WATCH."""
+    tag, key = tag_of(owner_of(user_id, shared)), store.key(memory_id)
+
+    def attempt(pipe) -> bool:
+        if pipe.json().get(key, "$.user_tag") != [tag]:
+            return False
+        pipe.multi()
+        pipe.json().set(key, "$.metadata.pinned", bool(pinned))
+        return True
+
+    return store.redis.transaction(attempt, key, value_from_callable=True)

@@ -20,10 +20,11 @@ from redisvl.query.filter import FilterExpression, Num, Tag
 from redisvl.schema import IndexSchema
 
 from ..errors import SchemaMismatchError, ValidationError
-from ..keys import USER_KEY_STRUCTURES, check_id, encode
+from ..keys import SHARED_OWNER, check_id, encode, index_names, key, registry_key, user_key
 
 MEMORY_TYPES = ("episodic", "semantic", "procedural")
-SYSTEM_USER = "system"
+SHARED_TAG = SHARED_OWNER  # the indexed owner of shared knowledge: outside owner_tag's alphabet
+SYSTEM_USER = "system"  # procedures' shared pool still uses this ordinary user id (ProcedureStore's to change)
 
 
 def content_hash(text: str) -> str:
@@ -134,29 +135,42 @@ def memory_type_list(memory_types: str | Sequence[str] | None) -> list[str]:
     return out
 
 
-def owner_of(user_id: str | None, memory_type: str) -> str:
-    """Who owns a new memory: the given user, or the shared ``system`` user for a semantic one."""
+def owner_of(user_id: str | None, shared: bool = False) -> str | None:
+    """Who a call acts for: a checked user id, or None for shared knowledge (``shared=True``). Exactly
+    one of the two: a missing owner is an error, never a default."""
+    if shared:
+        if user_id is not None:
+            raise ValidationError("pass either user_id (a user's memories) or shared=True (shared knowledge), not both")
+        return None
     if user_id is None:
-        if memory_type != "semantic":
-            raise ValidationError(f"{memory_type} memories need a user_id")
-        return SYSTEM_USER
+        raise ValidationError("say whose memory this is: user_id='...' for a user's own, "
+                              "or shared=True for shared knowledge every user reads")
     return check_id(user_id, "user_id")
 
 
-def visible_owners(user_id: str | None, memory_type: str) -> list[str]:
-    """Whose memories of this type a user may read: own ones, plus the system's semantic ones."""
-    if memory_type == "semantic":
-        return [SYSTEM_USER] + ([user_id] if user_id and user_id != SYSTEM_USER else [])
-    return [user_id] if user_id is not None else []
+def tag_of(owner: str | None) -> str:
+    """The indexed owner tag of a user id, or of shared knowledge (None)."""
+    return SHARED_TAG if owner is None else owner_tag(owner)
+
+
+def readable_tags(owner: str | None) -> set[str]:
+    """Owner tags a by-id read may return: a user's own plus shared knowledge; shared knowledge only for None."""
+    return {SHARED_TAG} if owner is None else {owner_tag(owner), SHARED_TAG}
+
+
+def visible_tags(user_id: str | None, memory_type: str) -> list[str]:
+    """Whose memories of this type a user may search: own ones, plus shared knowledge for semantic ones."""
+    own = [owner_tag(check_id(user_id, "user_id"))] if user_id is not None else []
+    return own + [SHARED_TAG] if memory_type == "semantic" else own
 
 
 def user_scope(user_id: str | None, memory_types: str | Sequence[str] | None) -> FilterExpression:
-    """Who may see what: own episodic / procedural memories, own + system semantic ones."""
+    """Who may see what: own episodic / procedural memories, own + shared semantic ones."""
     parts = []
     for mtype in memory_type_list(memory_types):
-        owners = visible_owners(user_id, mtype)
-        if owners:
-            parts.append((Tag("memory_type") == mtype) & owner_filter(owners))
+        tags = visible_tags(user_id, mtype)
+        if tags:
+            parts.append((Tag("memory_type") == mtype) & (Tag("user_id") == (tags[0] if len(tags) == 1 else tags)))
     if not parts:
         raise ValidationError("a user_id is needed to search episodic or procedural memories")
     return functools.reduce(operator.or_, parts)
@@ -170,27 +184,42 @@ def validity(as_of: float | None = None) -> FilterExpression:
 
 
 def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None) -> int:
-    """Delete a user's documents in every index of the namespace, every per-user key and (given
-    ``embedder``) the cached embeddings of their texts."""
+    """Delete one user's documents and keys in exactly this namespace, and (given ``embedder``) the
+    cached embeddings of their texts. Nothing is scanned: documents come from the namespace's fixed
+    indexes, keys from fixed names, the user's thread list and the user's key registry."""
     check_id(user_id, "user_id")
-    if user_id == SYSTEM_USER:
-        raise ValidationError("refusing to forget the shared 'system' user")
     doomed: set[str] = set()
     texts: list[str] = []
-    names = [n.decode() if isinstance(n, bytes) else n for n in client.execute_command("FT._LIST")]
-    for index in (SearchIndex.from_existing(n, redis_client=client) for n in names if n.startswith(f"{namespace}_")):
-        if getattr(index.schema.fields.get("user_id"), "path", None) != owner_field()["path"]:
-            continue  # not an index of memorykit's: its owners are not encoded case-sensitive tags
+    for index in _indexes(client, namespace):
         fields = ["id"] + [f for f in ("content", "text") if f in index.schema.fields]
         q = FilterQuery(filter_expression=owner_filter(user_id), return_fields=fields, num_results=1000)
         for row in (row for page in index.paginate(q, page_size=500) for row in page):
             doomed.add(row["id"])
             texts.extend(row[f] for f in fields[1:] if row.get(f))
-    user = encode(user_id)
-    for structure in USER_KEY_STRUCTURES:
-        for owner in (user, "{" + user + "}"):  # plain, or as a cluster hash tag (keys.user_key)
-            doomed.update(client.scan_iter(match=f"{namespace}:{structure}:{owner}", count=1000))
-            doomed.update(client.scan_iter(match=f"{namespace}:{structure}:{owner}:*", count=1000))
+    doomed.update(user_keys(client, namespace, user_id))
     if embedder is not None and texts:
         embedder.forget(texts)
     return delete_keys(client, doomed)
+
+
+def _indexes(client: redis.Redis, namespace: str) -> list[SearchIndex]:
+    """This namespace's indexes that exist and hold memorykit's encoded owner tags."""
+    names = {n.decode() if isinstance(n, bytes) else n for n in client.execute_command("FT._LIST")}
+    found = [SearchIndex.from_existing(n, redis_client=client) for n in index_names(namespace) if n in names]
+    return [i for i in found if getattr(i.schema.fields.get("user_id"), "path", None) == owner_field()["path"]]
+
+
+def user_keys(client: redis.Redis, namespace: str, user_id: str) -> set[str]:
+    """A user's non-indexed keys: fixed names, every thread of the thread list, and the registry's members."""
+    threads_key, registry = user_key(namespace, "user", user_id, "threads"), registry_key(namespace, user_id)
+    profile = user_key(namespace, "working:user", user_id)
+    found = {threads_key, registry, profile, profile + ":history",
+             *(user_key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES),
+             *(key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES)}  # ledgers named before the hash tag
+    for thread in client.zrange(threads_key, 0, -1):
+        thread = thread.decode() if isinstance(thread, bytes) else thread
+        chat, notes = (user_key(namespace, s, user_id, thread) for s in ("thread", "working:conversation"))
+        found |= {chat, chat + ":summary", notes, notes + ":history"}
+    tag = ":{" + encode(user_id) + "}"  # the user's hash tag, as keys hold it
+    listed = (k.decode() if isinstance(k, bytes) else k for k in client.smembers(registry))
+    return found | {k for k in listed if k.startswith(f"{namespace}:") and tag in k}  # never another user's key

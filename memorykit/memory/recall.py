@@ -18,7 +18,7 @@ from redisvl.query import CountQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
 
 from ..errors import ValidationError
-from ..keys import check_id, check_namespace, user_key
+from ..keys import check_id, check_namespace, registry_key, user_key
 from ..messages import Message
 from .index import delete_keys, ensure_index, nearest, owner_field, owner_filter, owner_tag, vector_field
 from .short_term import ChatHistory
@@ -35,6 +35,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 local pttl = redis.call('PTTL', KEYS[1])
 for i = 1, #ARGV do redis.call('SADD', KEYS[2], ARGV[i]) end
+redis.call('SADD', KEYS[3], KEYS[2])  -- the user's key registry: forget_user finds the set without a scan
 for i = 1, #ARGV + 1 do
   local k = ARGV[i] or KEYS[2]
   if pttl > 0 then redis.call('PEXPIRE', k, pttl) else redis.call('PERSIST', k) end
@@ -95,7 +96,7 @@ class MessageIndex:
             keys = [self.key(user_id, thread_id, m.id) for m in todo]
             self.index.load(docs, keys=keys)
             thread = self.thread_key(user_id, thread_id)
-            if not self._adopt(keys=[thread, thread + ":vectors"], args=keys):
+            if not self._adopt(keys=[thread, thread + ":vectors", registry_key(self.namespace, user_id)], args=keys):
                 log.info("thread %s is gone; its messages were not indexed for recall", thread)
                 return 0
         return len(todo)

@@ -17,7 +17,7 @@ import redis
 from pydantic import ValidationError as PydanticError
 
 from ..errors import MemoryKitError, SchemaMismatchError, ValidationError
-from ..keys import check_id, check_namespace, user_key
+from ..keys import check_id, check_namespace, register, user_key
 from ..llm.task import TaskFailed, run_task
 from ..llm.tools import Tool
 from ..messages import Message, as_messages
@@ -194,6 +194,7 @@ class WorkingMemory:
             if new is not None:
                 new = self.validate(new)
             pipe.multi()
+            register(pipe, self.namespace, user_id, k, hk)  # forget_user finds them without a SCAN
             if old_raw is not None and self.history_size:
                 pipe.lpush(hk, json.dumps({"content": old_raw, "saved_at": time.time(), "replaced_by": source}))
                 pipe.ltrim(hk, 0, self.history_size - 1)

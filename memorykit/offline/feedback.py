@@ -1,11 +1,12 @@
-"""Offline ``analyze_feedback``: each user turn is routed, then linked to the answer it reacts to.
+"""Offline ``analyze_feedback``: which user turns are feedback, and on which earlier answer.
 
-Every sentence of a user turn goes through a RedisVL ``SemanticRouter`` trained on example
-utterances (``data/routes/feedback.jsonl``): positive, negative, correction, format, meta,
-question, polite, other. A turn's signal comes from its sentences (a negative one wins; a
-bare "thanks" counts only when nothing else is asked), and a question asked again almost
-verbatim is negative. Format, explanation and correction requests and repeats are
-follow-ups: feedback after them belongs to the original question and the final answer.
+Learned models (:mod:`.feedback_model`) classify each user turn (feedback or not, then positive
+or negative) and attach a feedback turn to the exchange it is about (by what it quotes and talks
+about, not only the latest answer). A question asked again almost verbatim is negative. The
+course's ``SemanticRouter`` over example sentences (``data/routes/feedback.jsonl``) marks
+follow-ups: format, explanation and correction requests and repeats, so feedback after them
+belongs to the original question (with the answer it reacted to), and a negative turn that
+corrects the answer is labelled a correction.
 """
 from __future__ import annotations
 
@@ -17,12 +18,10 @@ import numpy as np
 
 from ..memory.feedback import FeedbackFound, FeedbackInput, FoundFeedback
 from ..course.routing import Router, get_router
+from .feedback_model import feedback_model
 from .text import normalize
 
-FEEDBACK = ("positive", "negative", "correction")
 FOLLOW_UPS = {"format": "format", "meta": "meta", "correction": "clarification"}
-ASKS = {"question", "format", "meta"}
-OPENERS = {"polite", "other", "positive"}
 REPEAT_SIMILARITY = 0.9     # cosine similarity of a question asked again (numbers must match too)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
@@ -43,15 +42,13 @@ def routes_of(text: str) -> tuple[str, ...]:
     return tuple(router().route(s) or "other" for s in sentences(text)) or ("other",)
 
 
-def signal_of(text: str) -> str | None:
-    """positive / negative / correction, or None when the turn gives no feedback."""
-    found = routes_of(text)
-    for label in ("negative", "correction", "positive"):
-        if label in found:
-            return label
-    if "polite" in found and not ASKS & set(found):
-        return "positive"      # "Thanks!" on its own; "Thanks! What's my BMI?" opens a question instead
-    return None
+def signal_of(text: str, previous: str = "") -> str | None:
+    """positive / negative for a user turn on its own (after ``previous``), or None when it is not feedback."""
+    model = feedback_model()
+    p = model.turn_probabilities([(previous, "-"), (text, "")])[0]
+    if 1.0 - p[0] < model.threshold:
+        return None
+    return "positive" if p[1] >= p[2] else "negative"
 
 
 def followup_kind(text: str) -> str | None:
@@ -60,14 +57,6 @@ def followup_kind(text: str) -> str | None:
         if route in FOLLOW_UPS:
             return FOLLOW_UPS[route]
     return None
-
-
-def query_text(text: str) -> str:
-    """A user turn without a polite opener ("Thanks! How about my steps?" -> "How about my steps?")."""
-    parts, found = sentences(text), list(routes_of(text))
-    while len(parts) > 1 and found[0] in OPENERS:
-        parts, found = parts[1:], found[1:]
-    return " ".join(parts) or text.strip()
 
 
 def repeats(text: str, previous: str) -> bool:
@@ -80,26 +69,33 @@ def repeats(text: str, previous: str) -> bool:
     return float(a @ b) >= REPEAT_SIMILARITY
 
 
+def origin_of(pairs: Sequence[tuple[str, str]], k: int) -> int:
+    """The question a follow-up chain started from (format, explanation, correction requests and repeats)."""
+    while k > 0 and (repeats(pairs[k][0], pairs[k - 1][0]) or followup_kind(pairs[k][0]) is not None):
+        k -= 1
+    return k
+
+
 def analyze(pairs: Sequence[tuple[str, str]]) -> list[FoundFeedback]:
-    """Feedback in a window of (user, assistant) exchanges, one item per (question, answer)."""
-    found: dict[tuple[str, str], FoundFeedback] = {}
-    follow = [False] * len(pairs)
+    """Feedback in a window of (user, assistant) exchanges, one item per (question, answer).
+
+    The learned models say which turns are feedback and on which earlier exchange; a question
+    asked again almost verbatim is negative feedback on the previous answer (implicit).
+    """
+    model = feedback_model()
+    turns = {j: (k, label, "explicit") for j, k, label in model.found(pairs)}
     for j in range(1, len(pairs)):
-        text = pairs[j][0]
-        again = repeats(text, pairs[j - 1][0])
-        follow[j] = again or followup_kind(text) is not None
-        label = "negative" if again else signal_of(text)
-        if label is None:
-            continue
-        origin = j - 1
-        while origin > 0 and follow[origin]:
-            origin -= 1
-        query, response = query_text(pairs[origin][0]), pairs[j - 1][1].strip()
-        if not response or pairs[origin][0].strip() == "":
-            continue
-        found[(query, response)] = FoundFeedback(
-            query=query, response=response, label=label, signal="implicit" if again else "explicit",
-            reason="asked the same question again" if again else f"the user's turn reads as {label}")
+        if repeats(pairs[j][0], pairs[j - 1][0]):
+            turns[j] = (j - 1, "negative", "implicit")
+    found: dict[tuple[str, str], FoundFeedback] = {}
+    for j, (k, label, signal) in sorted(turns.items()):
+        query, response = pairs[origin_of(pairs, k)][0].strip(), pairs[k][1].strip()
+        if label == "negative" and signal == "explicit" and "correction" in routes_of(pairs[j][0]):
+            label = "correction"
+        if query and response:
+            found[(query, response)] = FoundFeedback(
+                query=query, response=response, label=label, signal=signal,
+                reason="asked the same question again" if signal == "implicit" else f"turn {j + 1} reads as {label}")
     return list(found.values())
 
 

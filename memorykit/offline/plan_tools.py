@@ -1,16 +1,13 @@
-"""Offline ``plan_tools``: which tools a question needs, routed by RedisVL's ``SemanticRouter``.
+"""Offline ``plan_tools``: which tools a question needs, from a model learned on labelled questions.
 
-The tool router's routes are the tools; its references are example questions
-(``data/routes/tools.jsonl``), each stored under every tool it needs. A question gets every
-tool whose nearest reference is under the calibrated threshold and as close as the best
-one (a two-tool example is a tie between its two routes), so the tool set is multi-label.
+The tool model (:mod:`.tool_model`: one-vs-rest logistic regressions on the question's embedding,
+blended with the nearest labelled question's tools) gives the tool set, most likely first.
 
 Like a cautious model, the planner without a stored pattern calls one tool per round trip,
 most likely first, and reads each result before the next. A pattern from a similar
 successful question lets it plan the whole set in one round trip: the pattern is one more
-labelled example, so it follows the pattern's tools when that question is closer than the
-router's nearest reference, and the router's set otherwise (a tie goes to the router's
-curated examples). When the agent replayed the pattern's calls, it checks them against the
+labelled question, and its tools replace the nearest training question's vote when it is the
+closer of the two. When the agent replayed the pattern's calls, it checks them against the
 calls it would make itself (same tools, same arguments): it answers at once when they agree,
 and otherwise makes its own calls (the agent then sets the replay aside). Arguments come from
 the question and the tool's schema.
@@ -22,22 +19,18 @@ import re
 from typing import Any, Sequence
 
 from ..agent.tool_agent import PlanInput
-from ..course.routing import decide, get_router
 from ..messages import Message
 from .text import content_words, normalize
+from .tool_model import tool_model
 
-TIE = 1e-3   # distances this close are a tie (the same example, read from two indexes): the router wins
 _ISO = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
 _COMPARE = re.compile(r"\b(compar\w*|vs\.?|versus|than|against|change[sd]?|improv\w*|better|worse|since|"
                       r"dropp?\w*|differen\w*)\b")
 
 
-def route_tools(query: str) -> tuple[list[str], float]:
-    """Tool names the question needs, nearest first (multi-label routing), and the best distance."""
-    router = get_router("tools", multi_label=True)
-    distances = router.distances(query)
-    c = router.calibration
-    return decide(distances, c.threshold, c.margin), min(distances.values(), default=2.0)
+def route_tools(query: str, pattern: tuple[Sequence[str], float] | None = None) -> list[str]:
+    """Tool names the question needs, most likely first; ``pattern``: a stored (tools, similarity)."""
+    return tool_model().predict(query, pattern)
 
 
 # ---------------------------------------------------------------- arguments
@@ -185,14 +178,12 @@ def run(inp: PlanInput, tools: list[dict] | None = None) -> Message:
     suggested = [n for n in dict.fromkeys(inp.suggestion.tools) if n in offered] if inp.suggestion else []
     replay_only = bool(inp.suggestion and inp.suggestion.replayed and len(calls) == 1)
     if (offered and not (suggested and called)) or replay_only:
-        routed, distance = route_tools(inp.query)
-        routed = [n for n in routed if n in offered]
-        if suggested:           # plan everything at once, from the closer labelled example
-            closer = 1.0 - inp.suggestion.similarity < distance - TIE
-            plan = suggested if closer or not routed else routed
-            if replay_only and _replay_fits(inp.query, plan, offered, calls[0]):
+        pattern = (suggested, inp.suggestion.similarity) if suggested else None
+        routed = [n for n in route_tools(inp.query, pattern) if n in offered]
+        if suggested and routed:   # plan everything at once, the pattern counted as one more example
+            if replay_only and _replay_fits(inp.query, routed, offered, calls[0]):
                 return Message(role="assistant", content=compose_answer(results, answer_format(inp), list(offered)))
-            return _calls(inp.query, plan, offered, len(called))
+            return _calls(inp.query, routed, offered, len(called))
         missing = [n for n in routed if n not in called]
         if missing:
             return _calls(inp.query, missing[:1], offered, len(called))

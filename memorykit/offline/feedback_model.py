@@ -1,0 +1,222 @@
+"""The offline feedback analyzer's models: is a user turn feedback, and on which earlier answer?
+
+Two small learned models over sentence embeddings (all-MiniLM-L6-v2):
+
+- the turn model, a logistic regression over the turn's embedding, its character and word
+  n-grams and how closely it repeats the previous question: none, positive or negative;
+- the attachment model, a logistic regression that scores each earlier exchange of the window
+  for a feedback turn: similarity to its question and to its answer (absolute and against the
+  best in the window), numbers the turn quotes from the answer, shared topic words, and how far
+  back it is. The best-scoring exchange is the one the feedback is about.
+
+Trained on windows written apart from the method (``data/independent_train/feedback.jsonl``)
+and on the course's labelled sentences (``data/routes/feedback.jsonl``, turn model only). One
+window in five (by id) is a dev split that chooses the turn model's threshold (how sure it must
+be before it reports feedback: abstaining beats a wrong guess); then both are refit on every row.
+The evaluation sets are never read here.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import re
+import threading
+import zlib
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..config import data_path
+from ..course.routing import get_router, readable
+from .text import content_words
+
+LABELS = ("none", "positive", "negative")
+C = 4.0
+THRESHOLDS = tuple(round(0.30 + 0.05 * i, 2) for i in range(9))     # P(feedback) needed: 0.30 .. 0.70
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)?")
+ROUTE_LABELS = {"positive": "positive", "negative": "negative", "correction": "negative", "polite": "positive"}
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window of (user, assistant) exchanges and, per user turn, its label and target exchange."""
+
+    pairs: tuple[tuple[str, str], ...]
+    labels: tuple[str, ...]          # per turn: none / positive / negative (turn 0: none)
+    targets: tuple[int, ...]         # per turn: the exchange its feedback is about (-1: none)
+    dev: bool
+
+
+def _read(*parts: str) -> list[dict]:
+    path = data_path(*parts)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def labelled_windows() -> list[Window]:
+    """``data/independent_train/feedback.jsonl`` as windows with a label and a target per user turn."""
+    out = []
+    for row in _read("independent_train", "feedback.jsonl"):
+        pairs = tuple((str(u or ""), str(a or "")) for u, a in row["exchanges"])
+        labels, targets = ["none"] * len(pairs), [-1] * len(pairs)
+        for e in row["expected"]:
+            turns = [j for j in range(1, len(pairs)) if pairs[j][0] == e.get("feedback_text")]
+            for j in turns[:1]:
+                about = [k for k in range(j) if pairs[k][0] == e["query"]]
+                if about:
+                    labels[j], targets[j] = e["label"], about[-1]
+        out.append(Window(pairs, tuple(labels), tuple(targets), zlib.crc32(row["id"].encode()) % 5 == 0))
+    return out
+
+
+def numbers(text: str) -> set[str]:
+    return {n.replace(",", ".") for n in _NUMBER.findall(text)}
+
+
+class Embeddings:
+    """Sentence vectors of many texts, embedded once (and cached in Redis by the embedder)."""
+
+    def __init__(self, embedder):
+        self.embedder = embedder
+        self._seen: dict[str, np.ndarray] = {}
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        todo = list(dict.fromkeys(t for t in texts if t not in self._seen))
+        for t in [t for t in todo if not (readable(t) or t).strip()]:
+            self._seen[t] = np.zeros(self.embedder.dims, dtype=np.float32)     # a blank turn means nothing
+        todo = [t for t in todo if t not in self._seen]
+        if todo:
+            vectors = self.embedder.embed_many([readable(t) or t for t in todo], progress=False)
+            self._seen.update(zip(todo, np.asarray(vectors, dtype=np.float32)))
+        return np.stack([self._seen[t] for t in texts]) if texts else np.zeros((0, self.embedder.dims))
+
+
+def repeat_features(text: str, previous: str, vectors: Embeddings) -> list[float]:
+    """How closely a turn repeats the previous question: cosine similarity and same numbers."""
+    if not previous.strip():
+        return [0.0, 0.0]
+    a, b = vectors([text, previous])
+    return [float(a @ b), float(bool(numbers(text)) and numbers(text) == numbers(previous))]
+
+
+def attach_features(pairs: Sequence[tuple[str, str]], j: int, vectors: Embeddings) -> np.ndarray:
+    """One row per earlier exchange k < j, describing how well turn j fits it."""
+    turn = pairs[j][0]
+    t = vectors([turn])[0]
+    q, a = vectors([p[0] for p in pairs[:j]]), vectors([p[1] for p in pairs[:j]])
+    sq, sa = q @ t, a @ t
+    nums, words = numbers(turn), content_words(turn)
+    quoted = np.asarray([len(nums & numbers(p[1])) for p in pairs[:j]], dtype=np.float32)
+    shared = np.asarray([len(words & content_words(p[0] + " " + p[1])) for p in pairs[:j]], dtype=np.float32)
+    back = np.asarray([j - 1 - k for k in range(j)], dtype=np.float32)
+    return np.stack([sq, sa, sq - sq.max(), sa - sa.max(), quoted, quoted - quoted.max(), shared,
+                     shared - shared.max(), back == 0, back == 1, back], axis=1).astype(np.float32)
+
+
+class FeedbackModel:
+    """The turn model and the attachment model, trained on first use."""
+
+    def __init__(self, embedder, windows: Sequence[Window], sentences: Sequence[tuple[str, str]]):
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self.vectors = Embeddings(embedder)
+        rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
+        rows += [(text, "", label, False) for text, label in sentences]
+        texts = [r[0].lower() for r in rows]
+        self.chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, min_df=2).fit(texts)
+        self.words = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2,
+                                     token_pattern=r"(?u)\b\w+\b").fit(texts)
+        x = self.turn_features([r[0] for r in rows], [r[1] for r in rows])
+        y = np.asarray([LABELS.index(r[2]) for r in rows])
+        dev = np.asarray([r[3] for r in rows])
+        self.turns = self._fit_turns(x[~dev], y[~dev])
+        self.attach = self._fit_attach([w for w in windows if not w.dev])
+        self.threshold, self.dev_f1 = self._calibrate([w for w in windows if w.dev])
+        self.turns, self.attach = self._fit_turns(x, y), self._fit_attach(windows)
+
+    def turn_features(self, texts: Sequence[str], previous: Sequence[str]):
+        from scipy.sparse import csr_matrix, hstack
+
+        lower = [t.lower() for t in texts]
+        rep = np.asarray([repeat_features(t, p, self.vectors) for t, p in zip(texts, previous)], dtype=np.float32)
+        return hstack([csr_matrix(self.vectors(list(texts))), self.chars.transform(lower),
+                       self.words.transform(lower), csr_matrix(rep)]).tocsr()
+
+    @staticmethod
+    def _fit_turns(x, y):
+        """Two binary regressions: feedback or none, then positive or negative (on feedback turns only)."""
+        from sklearn.linear_model import LogisticRegression
+
+        given = y > 0
+        return (LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x, given),
+                LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x[given], y[given] == 2))
+
+    def _fit_attach(self, windows: Sequence[Window]):
+        from sklearn.linear_model import LogisticRegression
+
+        xs, ys = [], []
+        for w in windows:
+            for j, k in enumerate(w.targets):
+                if k >= 0:
+                    xs.append(attach_features(w.pairs, j, self.vectors))
+                    ys += [int(i == k) for i in range(j)]
+        return LogisticRegression(C=1.0, max_iter=5000).fit(np.concatenate(xs), ys)
+
+    def turn_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """P(none), P(positive), P(negative) for each user turn after the first."""
+        texts = [p[0] for p in pairs[1:]]
+        if not texts:
+            return np.zeros((0, len(LABELS)))
+        x = self.turn_features(texts, [p[0] for p in pairs[:-1]])
+        given, negative = (m.predict_proba(x)[:, 1] for m in self.turns)
+        return np.stack([1.0 - given, given * (1.0 - negative), given * negative], axis=1)
+
+    def target(self, pairs: Sequence[tuple[str, str]], j: int) -> int:
+        """The earlier exchange turn j's feedback is about."""
+        if j == 1:
+            return 0
+        return int(np.argmax(self.attach.decision_function(attach_features(pairs, j, self.vectors))))
+
+    def found(self, pairs: Sequence[tuple[str, str]], threshold: float | None = None) -> list[tuple[int, int, str]]:
+        """(feedback turn, target exchange, label) for every turn sure enough to be feedback."""
+        t = self.threshold if threshold is None else threshold
+        out = []
+        for j, p in enumerate(self.turn_probabilities(pairs), start=1):
+            if 1.0 - p[0] >= t:
+                out.append((j, self.target(pairs, j), "positive" if p[1] >= p[2] else "negative"))
+        return out
+
+    def _calibrate(self, windows: Sequence[Window]) -> tuple[float, float]:
+        """The threshold with the best F1 of (target, label) pairs on the dev windows."""
+        f1s = {}
+        for t in THRESHOLDS:
+            tp = fp = fn = 0
+            for w in windows:
+                got = {(k, label) for _, k, label in self.found(w.pairs, t)}
+                want = {(k, label) for k, label in zip(w.targets, w.labels) if k >= 0}
+                tp, fp, fn = tp + len(got & want), fp + len(got - want), fn + len(want - got)
+            f1s[t] = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+        best = max(f1s.values())
+        plateau = [t for t, f in f1s.items() if f == best]
+        return plateau[len(plateau) // 2], best
+
+
+def course_sentences() -> list[tuple[str, str]]:
+    """The course's labelled sentences (``data/routes/feedback.jsonl``) as turns: feedback or none."""
+    return [(r["text"], ROUTE_LABELS.get(r["label"], "none")) for r in _read("routes", "feedback.jsonl")]
+
+
+_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=2)
+def _model(embedder_key: int) -> FeedbackModel:
+    return FeedbackModel(get_router("feedback").embedder, labelled_windows(), course_sentences())
+
+
+def feedback_model() -> FeedbackModel:
+    """The process's feedback model, trained on first use."""
+    with _LOCK:
+        return _model(id(get_router("feedback").embedder))
