@@ -256,3 +256,14 @@ def test_a_stalled_redis_raises_a_clear_error_instead_of_hanging():
             client.get("x")
     finally:
         listener.close()
+
+
+def test_forget_user_removes_recall_vectors_and_their_set(r, emb, ns):
+    from memorykit.memory.index import forget_user
+
+    index = mk.MessageIndex(r, emb, namespace=ns)
+    for user in ("a|b", "system"):
+        index.history(user, "t", ttl=None).append(Message(role="user", content="remember the red door"))
+    forget_user(r, ns, "a|b")
+    assert not r.exists(index.history("a|b", "t").vectors_key) and index.count("a|b") == 0
+    assert r.exists(index.history("system", "t").vectors_key) and index.count("system") == 1

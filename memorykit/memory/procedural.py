@@ -28,14 +28,12 @@ from redisvl.query.filter import Tag
 
 from ..errors import ValidationError
 from ..keys import check_id, check_namespace, key
-from .index import ensure_index, json_docs, nearest, owner_field, owner_tag, vector_field
+from .index import SHARED_TAG, ensure_index, json_docs, nearest, owner_field, owner_tag, vector_field
 
 log = logging.getLogger(__name__)
 
 MIN_SUCCESS_SCORE = 0.7
 MAX_TIME_MS = 30_000
-# The owner tag of the shared pool: owner_tag() only writes %XX with hex digits, so no user id encodes to it.
-SHARED_TAG = "%shared"
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$")
 
 
