@@ -60,14 +60,14 @@ def main() -> None:
     procs = ProcedureStore(r, emb, namespace=ns)
     try:
         for q in learn[:20]:
-            procs.store(q, ["get_health_metrics"], 1.0, 10, query_type="lookup")
+            procs.store(q, ["get_health_metrics"], 1.0, 10, query_type="lookup", user_id="bench-user")
         texts = [f"{q['query']} (variant {time.time_ns()})" for q in queries[:30]]
         t0 = time.perf_counter()
         vectors = [emb.embed(t) for t in texts]
         embed_ms = (time.perf_counter() - t0) * 1000 / len(texts)
         t0 = time.perf_counter()
         for t, v in zip(texts, vectors):
-            procs.suggest(t, k=3, vector=v)
+            procs.suggest(t, k=3, user_id="bench-user", vector=v)
         suggest_ms = (time.perf_counter() - t0) * 1000 / len(texts)
         print(f"suggestion lookup with the turn's vector: {suggest_ms:.1f} ms vs one embedding {embed_ms:.1f} ms "
               f"-> ratio {suggest_ms / embed_ms:.2f}")

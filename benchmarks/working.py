@@ -90,7 +90,7 @@ def recall_latency(r, n_messages: int, n_queries: int) -> None:
             msgs = [mk.Message(role="user" if i % 2 == 0 else "assistant",
                                content=f"{rng.choice(VERBS)} {rng.choice(TOPICS)} (note {u}-{t}-{i})",
                                created_at=1_700_000_000 + i) for i in range(per)]
-            index.add(u, f"t{t}", msgs)
+            index.history(u, f"t{t}", ttl=None).append(msgs)  # vectors belong to a stored thread
     print(f"\n2) recall over {index.count('user0') * len(users)} stored messages "
           f"({len(users)} users; indexed in {time.perf_counter() - t0:.1f} s)")
     queries = [f"what did I say about {rng.choice(TOPICS)}? ({i})" for i in range(n_queries)]

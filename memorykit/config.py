@@ -62,6 +62,7 @@ class Settings:
     openai_embedding_model: str = _from_env("MEMORYKIT_OPENAI_EMBEDDING_MODEL", "text-embedding-3-small")
     distance_threshold: float = _from_env("MEMORYKIT_DISTANCE_THRESHOLD", "0.69", float)
     redis_appendfsync: str = _from_env("MEMORYKIT_REDIS_APPENDFSYNC", "everysec")
+    redis_timeout: float = _from_env("MEMORYKIT_REDIS_TIMEOUT", "10", float)  # seconds per command / connect
 
     def max_tokens_for(self, task: str, default: int | None = None) -> int:
         """A task's output budget: ``MEMORYKIT_LLM_MAX_TOKENS_<TASK>``, else the task's own, else the global one."""

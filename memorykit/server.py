@@ -13,7 +13,7 @@ import sys
 import redis
 
 from .config import settings
-from .errors import ModuleMissingError, ServerError
+from .errors import ModuleMissingError, ServerError, ValidationError
 
 # One harmless command per module: it works whether the module is loaded or built in (Redis 8).
 PROBES = {"RediSearch (FT.* commands)": ("FT._LIST",), "RedisJSON (JSON.* commands)": ("JSON.TYPE", "memorykit:probe")}
@@ -46,12 +46,24 @@ def check_modules(client: redis.Redis) -> None:
         )
 
 
-def connect(url: str | None = None, *, decode_responses: bool = True) -> redis.Redis:
-    """A ``redis.Redis`` with search + JSON: ``url``, else ``REDIS_URL``, else the embedded server."""
+def connect(url: str | None = None, *, decode_responses: bool = True, timeout: float | None = None) -> redis.Redis:
+    """A ``redis.Redis`` with search + JSON: ``url``, else ``REDIS_URL``, else the embedded server.
+
+    Every connect and command is bounded by ``timeout`` seconds (``MEMORYKIT_REDIS_TIMEOUT``, default 10):
+    a stalled server raises ``redis.TimeoutError`` instead of hanging; idle connections are checked first."""
     url = url or redis_url()
-    client = redis.Redis.from_url(url, decode_responses=decode_responses, socket_connect_timeout=5)
+    timeout = settings().redis_timeout if timeout is None else timeout
+    if not timeout or timeout <= 0:
+        raise ValidationError(f"the Redis timeout must be a positive number of seconds, got {timeout!r}")
+    client = redis.Redis.from_url(url, decode_responses=decode_responses, socket_connect_timeout=timeout,
+                                  socket_timeout=timeout, health_check_interval=30)
     try:
         client.ping()
+    except redis.TimeoutError as exc:
+        raise ServerError(
+            f"Redis at {url} accepted the connection but did not answer within {timeout:g} s: it is stalled "
+            "or overloaded (or this is not a Redis server). Check it, or raise MEMORYKIT_REDIS_TIMEOUT."
+        ) from exc
     except redis.ConnectionError as exc:
         where = "REDIS_URL" if settings().redis_url else "the embedded server"
         raise ServerError(

@@ -147,7 +147,7 @@ def test_summarizes_when_the_policy_says_so(r, llm, ns):
 
 
 # ---------------------------------------------------------------- background writes
-def test_background_writes_finish_before_the_next_turn_reads(agent):
+def test_background_writes_finish_before_the_next_turn_of_the_thread_reads(agent):
     slow_remember = agent.store.remember
 
     def remember(*args, **kwargs):
@@ -157,7 +157,7 @@ def test_background_writes_finish_before_the_next_turn_reads(agent):
     agent.store.remember = remember
     first = agent.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
     assert "remember" not in first.timings_ms  # the reply came back before the slow write finished
-    second = agent.chat("What am I allergic to?", user_id="lena", thread_id="t2")  # no flush() in between
+    second = agent.chat("What am I allergic to?", user_id="lena", thread_id="t1")  # no flush() in between
     assert first.timings_ms["remember"] >= 400
     assert first.reply_ms < sum(first.timings_ms.values())  # the user did not wait for the writes
     assert any("peanuts" in h.memory.content for h in second.memories_used)
@@ -445,3 +445,66 @@ def test_the_system_prompt_and_thread_ttl_are_the_callers(r, emb, ns):
         assert 0 < r.ttl(agent.history("u1", "t1").key) <= 120
     finally:
         agent.close()
+
+
+# ---------------------------------------------------------------- many users: per-thread background writes
+class BlocksMemoryTasks:
+    """Replies at once; every background memory task of ``user_word`` waits until ``release`` is set."""
+
+    def __init__(self, inner, user_word: str):
+        self.inner, self.word, self.label = inner, user_word, "offline (blocking)"
+        self.release, self.blocked = threading.Event(), threading.Event()
+
+    def perform(self, task, inp, tools=None):
+        if task.name != "reply" and self.word in inp.model_dump_json():
+            self.blocked.set()
+            assert self.release.wait(60), "the test never released the blocked task"
+        return self.inner.perform(task, inp, tools=tools)
+
+    def chat(self, messages, **kwargs):
+        return self.inner.chat(messages, **kwargs)
+
+
+def test_a_turn_waits_only_for_its_own_threads_writes(r, emb, llm, ns):
+    """User A's background writes hang; user B (and A in another thread) still get replies, and A's next
+    turn in the same thread sees A's earlier writes finished."""
+    model = BlocksMemoryTasks(llm, "Zanzibar")
+    a = mk.MemoryAgent(r, llm=model, embedder=emb, namespace=ns)
+    try:
+        a.chat("I moved to Zanzibar last year.", user_id="a|b", thread_id="t1")
+        assert model.blocked.wait(60)
+        assert a.pending("a|b", "t1") == 1
+        other = a.chat("I moved to Oslo.", user_id="system", thread_id="t1")  # returns while A's writes hang
+        same_user = a.chat("Hello again", user_id="a|b", thread_id="t2")
+        assert other.ok and same_user.ok and a.pending("a|b", "t1") == 1
+        a.flush("system", "t1")
+        assert other.timings_ms.get("extract") is not None  # B's background finished; A's still waits
+        model.release.set()
+        later = a.chat("Where do I live?", user_id="a|b", thread_id="t1")  # waited for t1's earlier writes
+        assert a.pending("a|b", "t1") <= 1 and later.ok
+        a.flush()
+        assert a.pending() == 0
+        assert [m.role for m in a.history("a|b", "t1").messages()] == ["user", "assistant"] * 2
+        with pytest.raises(ValidationError, match="both"):
+            a.flush("a|b")
+    finally:
+        model.release.set()
+        a.close()
+
+
+def test_keyed_writer_keeps_order_per_key_and_runs_keys_side_by_side():
+    from memorykit.agent.background import KeyedWriter
+
+    writer, log, gate = KeyedWriter(workers=4), [], threading.Event()
+    writer.submit("slow", lambda: gate.wait(60))
+    for i in range(20):
+        writer.submit("a", lambda i=i: log.append(("a", i)))
+        writer.submit("b", lambda i=i: log.append(("b", i)))
+    writer.wait("a"), writer.wait("b")
+    assert writer.pending("slow") == 1  # still blocked, yet "a" and "b" finished beside it
+    assert [i for k, i in log if k == "a"] == list(range(20)) and [i for k, i in log if k == "b"] == list(range(20))
+    failing = writer.submit("a", lambda: 1 / 0)
+    after = writer.submit("a", lambda: "next")
+    gate.set()
+    writer.shutdown()
+    assert isinstance(failing.exception(), ZeroDivisionError) and after.result() == "next"

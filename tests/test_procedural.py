@@ -13,6 +13,8 @@ from memorykit.memory.procedural import evaluate_workflow
 from memorykit.offline.feedback import followup_kind, signal_of
 from memorykit.offline.plan_tools import response_format
 
+U = "a|b"  # an adversarial owner for the single-user procedure tests
+
 OK = json.dumps({"summary": "fine"})
 ERR = json.dumps({"error": "get_health_metrics: unknown metric(s) ['x']"})
 WINDOWS = data_path("feedback", "windows.jsonl")
@@ -43,71 +45,99 @@ def test_slightly_slow_run_keeps_a_partial_score():
 
 def test_store_gate_keeps_only_scores_from_0_7(r, emb, ns):
     procs = mk.ProcedureStore(r, emb, namespace=ns)
-    assert procs.store("how did I sleep", ["get_sleep_analysis"], 0.69, 100) is None
-    assert procs.count() == 0
-    kept = procs.store("how did I sleep", ["get_sleep_analysis"], 0.7, 100)
-    assert kept is not None and procs.count() == 1
+    assert procs.store("how did I sleep", ["get_sleep_analysis"], 0.69, 100, user_id=U) is None
+    assert procs.count(U) == 0
+    kept = procs.store("how did I sleep", ["get_sleep_analysis"], 0.7, 100, user_id=U)
+    assert kept is not None and procs.count(U) == 1
     with pytest.raises(mk.ValidationError):
-        procs.store("q", [], 0.9, 1)
+        procs.store("q", [], 0.9, 1, user_id=U)
     with pytest.raises(mk.ValidationError):
-        procs.store("q", ["a"], 1.5, 1)
+        procs.store("q", ["a"], 1.5, 1, user_id=U)
 
 
 # ---------------------------------------------------------------- upsert and suggestions
 def test_same_type_and_tool_set_updates_instead_of_duplicating(r, emb, ns):
     procs = mk.ProcedureStore(r, emb, namespace=ns)
-    a = procs.store("Compare my activity this month vs last", ["get_workout_data", "get_health_metrics"], 1.0, 100)
+    a = procs.store("Compare my activity this month vs last", ["get_workout_data", "get_health_metrics"], 1.0, 100, user_id=U)
     b = procs.store("Compare my steps this week against last week", ["get_health_metrics", "get_workout_data"],
-                    0.8, 300)
-    assert a.id == b.id and procs.count() == 1
-    got = procs.get(a.id)
+                    0.8, 300, user_id=U)
+    assert a.id == b.id and procs.count(U) == 1
+    got = procs.get(a.id, U)
     assert got.uses == 2 and got.success_score == pytest.approx(0.9) and got.execution_time_ms == pytest.approx(200)
     assert got.examples == ["Compare my activity this month vs last", "Compare my steps this week against last week"]
     assert len(list(r.scan_iter(match=f"{ns}:procedure:*"))) == 1
-    procs.store("How did I sleep last week?", ["get_sleep_analysis"], 0.95, 50)
-    assert procs.count() == 2
+    procs.store("How did I sleep last week?", ["get_sleep_analysis"], 0.95, 50, user_id=U)
+    assert procs.count(U) == 2
 
 
 def test_each_phrasing_keeps_its_own_calls_and_the_nearest_one_is_suggested(r, emb, ns):
     procs = mk.ProcedureStore(r, emb, namespace=ns)
     this = [{"name": "get_sleep_analysis", "arguments": {"period": "this_week"}}]
     last = [{"name": "get_sleep_analysis", "arguments": {"period": "last_month"}}]
-    procs.store("How did I sleep this week?", ["get_sleep_analysis"], 1.0, 10, query_type="lookup", calls=this)
+    procs.store("How did I sleep this week?", ["get_sleep_analysis"], 1.0, 10, query_type="lookup", calls=this, user_id=U)
     procs.store("What was my sleep like last month?", ["get_sleep_analysis"], 1.0, 10, query_type="lookup",
-                calls=last)
-    assert procs.count() == 1
-    assert procs.suggest("how well did I sleep this week", k=1)[0].calls == this
-    assert procs.suggest("my sleep over last month", k=1)[0].calls == last
+                calls=last, user_id=U)
+    assert procs.count(U) == 1
+    assert procs.suggest("how well did I sleep this week", k=1, user_id=U)[0].calls == this
+    assert procs.suggest("my sleep over last month", k=1, user_id=U)[0].calls == last
 
 
 def test_suggestion_threshold(r, emb, ns):
     procs = mk.ProcedureStore(r, emb, namespace=ns)
-    procs.store("How did I sleep last week?", ["get_sleep_analysis"], 0.95, 50)
-    procs.store("How many workouts did I do last month?", ["get_workout_data"], 0.95, 50)
-    hits = procs.suggest("What was my sleep like over the past week?", k=3)
+    procs.store("How did I sleep last week?", ["get_sleep_analysis"], 0.95, 50, user_id=U)
+    procs.store("How many workouts did I do last month?", ["get_workout_data"], 0.95, 50, user_id=U)
+    hits = procs.suggest("What was my sleep like over the past week?", k=3, user_id=U)
     assert [h.procedure.tools_used for h in hits] == [["get_sleep_analysis"]]
     assert hits[0].similarity > 0.6
-    assert procs.suggest("What is the capital of France?", k=3) == []
+    assert procs.suggest("What is the capital of France?", k=3, user_id=U) == []
     loose = mk.ProcedureStore(r, emb, namespace=ns, distance_threshold=None)
-    assert len(loose.suggest("What is the capital of France?", k=3)) == 2
+    assert len(loose.suggest("What is the capital of France?", k=3, user_id=U)) == 2
 
 
 def test_every_stored_phrasing_finds_the_pattern(r, emb, ns):
     procs = mk.ProcedureStore(r, emb, namespace=ns)
-    procs.store("How many workouts did I do last month?", ["get_workout_data"], 1.0, 10, query_type="lookup")
-    procs.store("How often did I hit the gym?", ["get_workout_data"], 1.0, 10, query_type="lookup")
-    hit = procs.suggest("how often have I been to the gym", k=1)[0]
+    procs.store("How many workouts did I do last month?", ["get_workout_data"], 1.0, 10, query_type="lookup", user_id=U)
+    procs.store("How often did I hit the gym?", ["get_workout_data"], 1.0, 10, query_type="lookup", user_id=U)
+    hit = procs.suggest("how often have I been to the gym", k=1, user_id=U)[0]
     assert hit.distance < 0.25 and hit.procedure.uses == 2
 
 
-def test_per_user_procedures_stay_with_their_user(r, emb, ns):
+@pytest.mark.parametrize("other", ["system", "u1 ", "U1", "*", "{u1}"])
+def test_per_user_procedures_stay_with_their_user(r, emb, ns, other):
+    """User A's question is never stored for, suggested to, read, listed or deleted by user B."""
     procs = mk.ProcedureStore(r, emb, namespace=ns)
-    procs.store("How did I sleep last week?", ["get_sleep_analysis"], 0.95, 50, user_id="u1")
-    assert procs.suggest("How did I sleep last week?") == []
-    assert procs.suggest("How did I sleep last week?", user_id="u2") == []
-    assert len(procs.suggest("How did I sleep last week?", user_id="u1")) == 1
+    a = procs.store("How did I sleep after my HIV treatment?", ["get_sleep_analysis"], 0.95, 50, user_id="u1")
+    procs.store("Where did I run?", ["get_workout_data"], 0.95, 50, user_id=other)
+    with pytest.raises(mk.ValidationError, match="user_id"):
+        procs.suggest("How did I sleep last week?")
+    assert [h.procedure.query for h in procs.suggest(a.query, user_id=other, k=5)
+            if "HIV" in h.procedure.query] == []
+    assert procs.get(a.id, other) is None and procs.delete(a.id, other) is False
+    assert [p.query for p in procs.list(other)] == ["Where did I run?"] and procs.count(other) == 1
+    assert len(procs.suggest(a.query, user_id="u1")) == 1
+    assert procs.get(a.id, "u1").query == a.query
     forget_user(r, ns, "u1")
-    assert procs.count() == 0
+    assert procs.count("u1") == 0 and procs.count(other) == 1
+
+
+def test_a_shared_pool_keeps_no_user_text(r, emb, ns):
+    """Opt-in shared pool: only the query type, tool names and non-free-text arguments are stored and shown."""
+    pool = mk.ProcedureStore(r, emb, namespace=ns, shared=True, distance_threshold=None)
+    params = {"get_sleep_analysis": {"type": "object", "properties": {
+        "period": {"type": "string", "enum": ["this_week", "last_week"]}, "note": {"type": "string"}}}}
+    calls = [{"name": "get_sleep_analysis",
+              "arguments": {"period": "last_week", "note": "recovering from my HIV treatment", "days": 7,
+                            "since": "2026-01-02"}}]
+    kept = pool.store("How did I sleep while recovering from my HIV treatment?", ["get_sleep_analysis"], 0.9, 10,
+                      user_id="alice", calls=calls, parameters=params)
+    stored = json.dumps(r.json().get(pool.key(kept.id)))
+    assert "HIV" not in stored and "recovering" not in stored and "alice" not in stored
+    hit = pool.suggest("how did I sleep last week", user_id="a|b", k=1)[0]
+    assert hit.calls == [{"name": "get_sleep_analysis",
+                          "arguments": {"period": "last_week", "days": 7, "since": "2026-01-02"}}]
+    assert "HIV" not in hit.procedure.query and hit.procedure.user_id is None
+    per_user = mk.ProcedureStore(r, emb, namespace=ns)
+    assert per_user.count("alice") == 0 and per_user.suggest("sleep", user_id="alice") == []
 
 
 def test_query_types_are_routed(r, emb, ns):
@@ -121,11 +151,11 @@ def test_query_types_are_routed(r, emb, ns):
 
 def test_the_query_type_keeps_patterns_of_one_tool_set_apart(r, emb, ns):
     procs = mk.ProcedureStore(r, emb, namespace=ns, classify=query_classifier(r, emb))
-    a = procs.store("Is my pulse lower than last month?", ["get_health_metrics"], 1.0, 10)
-    b = procs.store("What's my BMI?", ["get_health_metrics"], 1.0, 10)
-    assert (a.query_type, b.query_type) == ("comparison", "lookup") and procs.count() == 2
+    a = procs.store("Is my pulse lower than last month?", ["get_health_metrics"], 1.0, 10, user_id=U)
+    b = procs.store("What's my BMI?", ["get_health_metrics"], 1.0, 10, user_id=U)
+    assert (a.query_type, b.query_type) == ("comparison", "lookup") and procs.count(U) == 2
     shared = mk.ProcedureStore(r, emb, namespace=ns + "x")
-    assert shared.store("What's my BMI?", ["get_health_metrics"], 1.0, 10).query_type == "general"
+    assert shared.store("What's my BMI?", ["get_health_metrics"], 1.0, 10, user_id=U).query_type == "general"
 
 
 # ---------------------------------------------------------------- feedback examples
@@ -300,11 +330,11 @@ def test_a_given_vector_is_used_instead_of_embedding_again(r, emb, ns):
     counting = CountingEmbedder(emb)
     procs = mk.ProcedureStore(r, counting, namespace=ns)
     fb = mk.FeedbackStore(r, counting, namespace=ns)
-    procs.store("How did I sleep last week?", ["get_sleep_analysis"], 0.95, 50, query_type="lookup")
+    procs.store("How did I sleep last week?", ["get_sleep_analysis"], 0.95, 50, query_type="lookup", user_id="u1")
     fb.mark("u1", "How did I sleep last week?", "7.2 h", "positive")
     vector = emb.embed("What was my sleep like over the past week?")
     before = counting.calls
-    hits = procs.suggest("What was my sleep like over the past week?", vector=vector)
+    hits = procs.suggest("What was my sleep like over the past week?", user_id="u1", vector=vector)
     guidance = fb.examples("What was my sleep like over the past week?", "u1", vector=vector)
     assert counting.calls == before
     assert [h.procedure.tools_used for h in hits] == [["get_sleep_analysis"]]

@@ -210,8 +210,8 @@ def test_lookalike_user_and_thread_ids_never_share_messages(r, emb, ns):
     index = mk.MessageIndex(r, emb, namespace=ns)
     ids = ["bob", "Bob", "bob ", " bob", "bob,eve", "eve"]
     for u in ids:
-        index.add(u, "t1", [mk.Message(role="user", content=f"my locker code is {ids.index(u)}")])
-        index.add(u, "t1 ", [mk.Message(role="user", content=f"spare locker code {ids.index(u)}")])
+        index.history(u, "t1").append(mk.Message(role="user", content=f"my locker code is {ids.index(u)}"))
+        index.history(u, "t1 ").append(mk.Message(role="user", content=f"spare locker code {ids.index(u)}"))
     for u in ids:
         hits = index.search("locker code", user_id=u, k=20)
         assert {h.message.content[-1] for h in hits} == {str(ids.index(u))}

@@ -24,7 +24,7 @@ def test_cold_run_explores_then_answers_and_learns(r, llm, procs):
     assert sorted(run.tools_used) == ["get_health_metrics", "get_workout_data"]
     assert run.steps == 3  # one tool, check coverage, the other tool, answer
     assert run.reply.startswith("(offline)") and "vs last month" in run.reply
-    assert run.evaluation.success and run.stored and procs.count() == 1
+    assert run.evaluation.success and run.stored and procs.count(USER) == 1 and procs.count("system") == 0
     assert all(json.loads(a)["period"] == "this_month" for a in (t["arguments"] for t in run.tool_results))
 
 
@@ -35,7 +35,7 @@ def test_warm_run_follows_the_suggestion_in_fewer_steps(r, llm, procs):
     assert warm.suggestion is not None and warm.suggestion.procedure.query == COMPARE
     assert sorted(warm.tools_used) == sorted(cold.tools_used)
     assert warm.steps == 2 < cold.steps
-    assert procs.count() == 1 and procs.list()[0].uses == 2
+    assert procs.count(USER) == 1 and procs.list(USER)[0].uses == 2
 
 
 def test_a_close_past_question_is_replayed_and_answered_in_one_round_trip(r, llm, procs):
@@ -56,7 +56,7 @@ def test_a_replay_with_other_arguments_is_set_aside(r, llm, procs):
     assert run.replayed == 1 and run.steps == 2          # the replay, checked, then the model's own call
     assert [json.loads(t["arguments"]) for t in run.tool_results] == [{"period": "last_week"}]
     assert sum(1 for m in run.messages if m.role == "tool") == 1 and "last week" in run.reply.lower()
-    stored = procs.suggest("How did I sleep last week?", k=1)[0]
+    stored = procs.suggest("How did I sleep last week?", k=1, user_id=USER)[0]
     assert stored.calls == [{"name": "get_sleep_analysis", "arguments": {"period": "last_week"}}]
 
 
@@ -70,14 +70,14 @@ def test_tools_that_write_are_never_replayed(r, llm, procs):
 
 def test_a_suggestion_below_the_threshold_is_not_followed(r, emb, ns, llm):
     procs = mk.ProcedureStore(r, emb, namespace=ns, distance_threshold=0.01)
-    procs.store("How did I sleep last week?", ["get_sleep_analysis", "get_my_goals"], 1.0, 10)
+    procs.store("How did I sleep last week?", ["get_sleep_analysis", "get_my_goals"], 1.0, 10, user_id=USER)
     agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), procedures=procs, learn=False)
     run = agent.run("What was my sleep like over the past week?", user_id=USER)
     assert run.suggestion is None and run.tools_used == ["get_sleep_analysis"]
 
 
 def test_a_wrong_suggestion_is_completed_by_the_coverage_check(r, llm, procs):
-    procs.store("Does my sleep change on days I exercise?", ["get_sleep_analysis"], 1.0, 10)
+    procs.store("Does my sleep change on days I exercise?", ["get_sleep_analysis"], 1.0, 10, user_id=USER)
     agent = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools(USER), procedures=procs, learn=False)
     run = agent.run("Does my sleep change on days I work out?", user_id=USER)
     assert run.suggestion is not None
@@ -94,7 +94,7 @@ def test_tool_errors_are_surfaced_and_the_run_is_not_stored(r, llm, procs):
     assert run.tools_used == ["get_sleep_analysis"]
     assert run.errors and "sensor database offline" in run.errors[0]
     assert "reported a problem" in run.reply
-    assert run.evaluation.success_score < 0.7 and not run.stored and procs.count() == 0
+    assert run.evaluation.success_score < 0.7 and not run.stored and procs.count(USER) == 0
 
 
 def test_inverted_dates_in_the_question_become_a_tool_error(r, llm):

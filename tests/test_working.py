@@ -360,3 +360,19 @@ def test_forget_user_removes_working_memory(r, ns, emb):
     assert user.get("u1") is None and conv.get("u1", "t1") is None
     assert user.history("u1") == [] and conv.history("u1", "t1") == []
     assert user.get("u2") == "keep\n" and conv.get("u2", "t1") == "keep\n"
+
+
+def test_a_tool_write_after_someone_elses_change_is_refused_with_the_current_content(r, ns):
+    wm = mk.WorkingMemory(r, namespace=ns, scope="user")
+    wm.update("- likes tea", "a|b")
+    wm.update("- likes coffee", "system")
+    shown, version = wm.read("a|b")
+    update = wm.tools("a|b", expected=version)[0]
+    wm.update("- likes tea\n- lives in Oslo", "a|b")  # another writer (a background observe) lands first
+    refused = json.loads(update.run({"content": "- likes green tea"}))
+    assert "changed by someone else" in refused["error"] and "Oslo" in refused["current"]
+    assert wm.get("a|b") == "- likes tea\n- lives in Oslo\n"
+    merged = json.loads(update.run({"content": "- likes green tea\n- lives in Oslo"}))
+    again = json.loads(update.run({"content": "- likes green tea\n- lives in Oslo\n- runs"}))
+    assert merged["ok"] and again["ok"] and wm.get("a|b").endswith("- runs\n")
+    assert wm.get("system") == "- likes coffee\n"

@@ -1,12 +1,12 @@
 """The one tool loop: ask the model, run the tools it calls, feed the results back, repeat."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from ..llm.task import ChatModel, Task, TaskFailed, run_task
 from ..llm.tools import Tool, call_tool, schemas
-from ..messages import Message
+from ..messages import Message, new_id
 
 
 @dataclass
@@ -17,6 +17,15 @@ class LoopResult:
     steps: list[Message] = field(default_factory=list)
     tool_calls: list[dict] = field(default_factory=list)
     tool_results: list[str] = field(default_factory=list)
+
+
+def with_call_ids(reply: Message) -> Message:
+    """The reply with an id on every tool call (some OpenAI-compatible servers omit it): a tool result
+    must name the call it answers, or the thread could not store it."""
+    if all(isinstance(c, dict) and c.get("id") for c in reply.tool_calls or []):
+        return reply
+    calls = [{**c, "id": c.get("id") or f"call_{new_id()}"} for c in reply.tool_calls if isinstance(c, dict)]
+    return replace(reply, tool_calls=calls)
 
 
 def run_tool_loop(llm: ChatModel, task: Task, inp, tools: Sequence[Tool] = (), *, max_steps: int = 4,
@@ -34,6 +43,7 @@ def run_tool_loop(llm: ChatModel, task: Task, inp, tools: Sequence[Tool] = (), *
             return result
         if not tools:
             raise TaskFailed(task.name, "the model asked for a tool, but none is offered")
+        reply = with_call_ids(reply)
         result.steps, provisional = result.steps[provisional:], 0
         result.steps.append(reply)
         for call in reply.tool_calls:

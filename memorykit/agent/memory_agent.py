@@ -1,10 +1,11 @@
 """The memory agent: one chat turn that uses every memory layer, with per-step timings and usage. The
-background steps run on one writer thread that the next turn and ``flush()`` wait for."""
+background steps are ordered per (user, thread) and run in parallel across threads on a bounded pool; a
+turn waits only for its own thread's earlier writes, ``flush()`` for one thread or all."""
 from __future__ import annotations
 
-import concurrent.futures as cf
 import json
 import logging
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,7 @@ from ..memory.short_term import ChatHistory
 from ..memory.summarize import ByCount, summarize_if_needed
 from ..memory.working import PROFILE_TEMPLATE, WorkingMemory
 from ..messages import Message, count_tokens
+from .background import KeyedWriter
 from .loop import run_tool_loop
 from .reply import REPLY, SYSTEM_PROMPT, ReplyInput
 from .tools import memory_tools
@@ -62,6 +64,7 @@ class Turn:
     error: str | None = None
     failed_steps: dict[str, str] = field(default_factory=dict)
     usage: list[Usage] = field(default_factory=list)
+    working_version: str | None = field(default=None, repr=False)  # the working memory the prompt showed
 
     @property
     def ok(self) -> bool:
@@ -108,7 +111,7 @@ class MemoryAgent:
     def __init__(self, r: redis.Redis, llm=None, embedder=None, namespace: str = "memorykit", *,
                  memory: str | bool = "full", retrieval: str = "inject", system_prompt: str = SYSTEM_PROMPT,
                  summary_policy=None, thread_ttl: int | None = None, background: bool = True,
-                 before_model: Sequence[Callable] = ()):
+                 before_model: Sequence[Callable] = (), writers: int = 8):
         if memory not in MODES:
             raise ValidationError(f"memory must be 'full', 'short_term' or False, got {memory!r}")
         if retrieval not in RETRIEVALS:
@@ -118,7 +121,7 @@ class MemoryAgent:
         self.distance_threshold = settings().distance_threshold
         self.system_prompt, self.thread_ttl = system_prompt, thread_ttl
         self.summary_policy = summary_policy or ByCount(max_messages=20, keep_last=6)
-        self.background = background  # False: chat() waits for the writes (same writer thread)
+        self.background = background  # False: chat() waits for its thread's writes
         self.before_model = list(before_model)
         self.embedder = embedder
         self.store = self.working = self.feedback = self.recall = None
@@ -128,9 +131,9 @@ class MemoryAgent:
             self.recall = MessageIndex(r, self.embedder, namespace=namespace)
             self.feedback = FeedbackStore(r, self.embedder, namespace=namespace)
             self.working = WorkingMemory(r, namespace=namespace, template=PROFILE_TEMPLATE, scope="user")
-        self._executor = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="memorykit-writes")
-        self._pending: list[cf.Future] = []
+        self._writes = KeyedWriter(writers)  # ``writers`` threads at most, one per busy (user, thread)
         self._unsaved: dict[tuple[str, str], list[Message]] = {}
+        self._unsaved_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return (f"MemoryAgent(memory={self.memory!r}, retrieval={self.retrieval!r}, "
@@ -145,22 +148,28 @@ class MemoryAgent:
 
     def clear(self, user_id: str, thread_id: str) -> int:
         """"Clear chat": delete the thread, its summary and its recall vectors; long-term memory stays."""
-        self.flush()
+        self.flush(user_id, thread_id)
         return self.history(user_id, thread_id).clear()
 
     def unsaved(self, user_id: str, thread_id: str) -> list[Message]:
         """Messages kept in memory because Redis was down; saved with the next turn."""
-        return list(self._unsaved.get((user_id, thread_id), []))
+        with self._unsaved_lock:
+            return list(self._unsaved.get((user_id, thread_id), []))
 
-    def flush(self) -> None:
-        """Wait for the background memory writes of earlier turns."""
-        pending, self._pending = self._pending, []
-        for future in pending:
-            future.result()
+    def flush(self, user_id: str | None = None, thread_id: str | None = None) -> None:
+        """Wait for the background memory writes of one thread's earlier turns (no ids: of every thread)."""
+        if (user_id is None) != (thread_id is None):
+            raise ValidationError("flush takes both user_id and thread_id (one thread) or neither (all threads)")
+        for future in self._writes.wait(None if user_id is None else (user_id, thread_id)):
+            future.result()  # _background records its failures in the Turn; anything else is a bug: raise it
+
+    def pending(self, user_id: str | None = None, thread_id: str | None = None) -> int:
+        """Background writes queued or running (for one thread, or for all)."""
+        return self._writes.pending(None if user_id is None else (user_id, thread_id))
 
     def close(self) -> None:
         self.flush()
-        self._executor.shutdown(wait=True)
+        self._writes.shutdown()
 
     @contextmanager
     def _timed(self, turn: Turn, step: str):
@@ -177,15 +186,15 @@ class MemoryAgent:
             raise ValidationError("the message is empty: type something to send")
         check_id(user_id, "user_id"), check_id(thread_id, "thread_id")
         started = time.perf_counter()
-        self.flush()
+        self.flush(user_id, thread_id)  # this thread's earlier writes only; other users never wait here
         turn = Turn(user_id=user_id, thread_id=thread_id, user_message=Message(role="user", content=text))
         with track_usage() as calls:
             self._foreground(turn, self.history(user_id, thread_id))
         turn.usage.extend(calls)
         if turn.ok and self.memory:  # the reply is saved
-            self._pending.append(self._executor.submit(self._background, turn))
+            self._writes.submit((user_id, thread_id), lambda: self._background(turn))
             if not self.background:
-                self.flush()
+                self.flush(user_id, thread_id)
         turn.reply_ms = (time.perf_counter() - started) * 1000
         return turn
 
@@ -206,21 +215,51 @@ class MemoryAgent:
             return
         turn.reply_message, turn.reply = reply, reply.content
         with self._timed(turn, "store"):
+            self._store(history, extra, reply, turn)
+        with self._step(turn, "tool_hits"):  # after the store: a failure here cannot lose the reply
+            self._collect_tool_hits(turn)
+
+    def _store(self, history: ChatHistory, extra: list[Message], reply: Message, turn: Turn) -> None:
+        """Save the tool steps and the reply; steps a store rejects are dropped (and reported), never the reply."""
+        try:
             self._save(history, [*extra, reply], turn)
+        except ValidationError as exc:
+            turn.failed_steps["store"] = f"the tool steps were not saved: {exc}"
+            log.warning("turn of user %r: %s", turn.user_id, turn.failed_steps["store"])
+            try:
+                self._save(history, [reply], turn)
+            except ValidationError as again:  # the reply itself is unusable (empty): say so
+                turn.error = f"the model's reply could not be saved: {again}"
 
     def _save(self, history: ChatHistory, messages: list[Message], turn: Turn) -> bool:
         """Append (one transaction); if Redis is down, keep the messages to save on the next turn."""
         slot = (history.user_id, history.thread_id)
+        with self._unsaved_lock:
+            waiting = list(self._unsaved.get(slot, []))
         try:
-            history.append([*self._unsaved.get(slot, []), *messages])
-            self._unsaved.pop(slot, None)
+            history.append([*self._not_landed(history, waiting), *messages])
+            with self._unsaved_lock:
+                kept = self._unsaved.get(slot, [])
+                del kept[:len(waiting)]
+                if not kept:
+                    self._unsaved.pop(slot, None)
             return True
         except redis.RedisError as exc:
-            self._unsaved.setdefault(slot, []).extend(messages)
+            with self._unsaved_lock:
+                self._unsaved.setdefault(slot, []).extend(messages)
             turn.error = (f"Redis is unavailable ({type(exc).__name__}: {exc}); the message is kept "
                           "and will be saved with your next message")
             log.warning("could not save to %s: %s", history.key, exc)
             return False
+
+    @staticmethod
+    def _not_landed(history: ChatHistory, waiting: list[Message]) -> list[Message]:
+        """The kept messages that are not in the thread yet: a write that timed out may still have been
+        applied (a stalled server runs what it had received once it resumes), so none is stored twice."""
+        if not waiting:
+            return []
+        landed = {m.id for m in history.messages(last_n=len(waiting) + 50)}
+        return [m for m in waiting if m.id not in landed]
 
     def _reply_input(self, turn: Turn, past: list[Message]) -> ReplyInput:
         """The reply task's input; with full memory, the question is embedded once for every search."""
@@ -233,7 +272,8 @@ class MemoryAgent:
             turn.memories_used = self.store.search(question, user_id=uid, k=5, vector=vector,
                                                    distance_threshold=self.distance_threshold)
             inp.memories = [h.memory.content for h in turn.memories_used]
-        inp.working_memory = self.working.get(uid, turn.thread_id)
+        shown, turn.working_version = self.working.read(uid, turn.thread_id)  # its tools write against this
+        inp.working_memory = None if turn.working_version is None else shown
         turn.recalled = [hit for hit in self.recall.search(
             question, user_id=uid, k=3, distance_threshold=self.distance_threshold,
             exclude_ids=[m.id for m in past], vector=vector) if hit.thread_id != turn.thread_id]
@@ -246,7 +286,7 @@ class MemoryAgent:
         if self.memory != "full" or self.retrieval != "tools":
             return []
         return [*memory_tools(self.store, turn.user_id, llm=self.llm),
-                *self.working.tools(turn.user_id, turn.thread_id)]
+                *self.working.tools(turn.user_id, turn.thread_id, expected=turn.working_version)]
 
     def _hooked(self, turn: Turn, inp: ReplyInput) -> tuple[Task, ReplyInput]:
         """Run the before-model hooks on the rendered prompt; with hooks, send exactly what they return."""
@@ -269,7 +309,6 @@ class MemoryAgent:
         task, inp = self._hooked(turn, inp)
         loop = run_tool_loop(self.llm, task, inp, self._tools(turn))
         turn.tool_calls, turn.tool_results = loop.tool_calls, loop.tool_results
-        self._collect_tool_hits(turn)
         return loop.reply, loop.steps
 
     def _collect_tool_hits(self, turn: Turn) -> None:

@@ -141,7 +141,8 @@ class ToolAgent:
         store = self.procedures or self.feedback
         vector = store.embedder.embed(run.query) if store is not None else None
         if self.procedures is not None:
-            run.suggestion = next(iter(self.procedures.suggest(run.query, k=1, vector=vector)), None)
+            run.suggestion = next(iter(self.procedures.suggest(run.query, k=1, user_id=run.user_id,
+                                                               vector=vector)), None)
         if self.feedback is not None:
             run.guidance = self.feedback.examples(run.query, run.user_id, vector=vector)
         return vector
@@ -194,7 +195,9 @@ class ToolAgent:
                                            run.execution_time_ms)
         if self.learn and self.procedures is not None and run.evaluation.success_score >= MIN_SUCCESS_SCORE:
             run.stored = self.procedures.store(query, run.tools_used, run.evaluation.success_score,
-                                               run.execution_time_ms, vector=vector, calls=run.calls) is not None
+                                               run.execution_time_ms, user_id=user_id, vector=vector,
+                                               calls=run.calls,
+                                               parameters={t.name: t.parameters for t in self.tools}) is not None
         return run
 
 

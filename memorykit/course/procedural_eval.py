@@ -170,7 +170,7 @@ def cold_warm(redis_client, embedder, llm, learn: Sequence[str], queries: Sequen
                          "steps_cold": c.steps, "steps_warm": w.steps, "suggested": w.suggestion is not None,
                          "replayed": w.replayed > 0,
                          "ms_cold": c.execution_time_ms, "ms_warm": w.execution_time_ms})
-        return ColdWarm(rows, procs.count())
+        return ColdWarm(rows, procs.count(USER))
     finally:
         procs.drop()
         if store is not None:

@@ -72,7 +72,7 @@ def binaries() -> tuple[Path, list[Path]]:
 
 def _pings(port: int) -> bool:
     try:
-        return bool(redis.Redis(host="127.0.0.1", port=port, socket_timeout=1).ping())
+        return bool(redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, socket_connect_timeout=1).ping())
     except redis.RedisError:
         return False
 
@@ -118,7 +118,7 @@ def start() -> ServerInfo:
 
 def _shutdown(state: dict) -> None:
     with contextlib.suppress(redis.RedisError):
-        redis.Redis(host="127.0.0.1", port=state["port"], socket_timeout=5).shutdown(nosave=False)
+        redis.Redis(host="127.0.0.1", port=state["port"], socket_timeout=5, socket_connect_timeout=5).shutdown(nosave=False)
 
 
 def stop() -> bool:

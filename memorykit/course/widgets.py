@@ -159,7 +159,7 @@ class ChatWidget:
         self._render_conversation()  # the reply shows now; memory writes finish below
         self._set_busy(True, f"replied in {turn.reply_ms:.0f} ms; saving memories…")
         try:
-            self.agent.flush()
+            self.agent.flush(turn.user_id, turn.thread_id)  # this chat's writes, not other users'
         except Exception as exc:
             log.warning("background writes failed: %s", exc)
             turn.failed_steps.setdefault("background", f"{type(exc).__name__}: {exc}")

@@ -5,28 +5,36 @@ vs last" -> get_health_metrics + get_workout_data) as JSON documents in a RedisV
 scoring >= 0.7 (:func:`evaluate_workflow`) are kept; the same owner, query type and tool set
 update one document, whose example phrasings each keep a vector and the tool calls they made,
 so a close question can replay them. Feedback examples live in :mod:`.feedback`.
+
+Patterns belong to one user (every call takes the ``user_id``; another user's pattern answers like a
+missing one). ``ProcedureStore(..., shared=True)`` is an app's explicit shared pool: it keeps only the
+query type, the tool names and the arguments that are not free text (numbers, booleans, enum values,
+dates), described and embedded without the user's words, so nothing one user typed reaches another.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import redis
-from redisvl.query import FilterQuery
+from redisvl.query import CountQuery, FilterQuery
+from redisvl.query.filter import Tag
 
 from ..errors import ValidationError
 from ..keys import check_id, check_namespace, key
-from .index import SYSTEM_USER, ensure_index, json_docs, nearest, owner_field, owner_filter, owner_tag, vector_field
+from .index import SHARED_TAG, ensure_index, json_docs, nearest, owner_field, owner_tag, vector_field
 
 log = logging.getLogger(__name__)
 
 MIN_SUCCESS_SCORE = 0.7
 MAX_TIME_MS = 30_000
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$")
 
 
 # ================================================================ evaluating a run
@@ -82,7 +90,7 @@ class Procedure:
     success_score: float
     execution_time_ms: float
     uses: int = 1
-    user_id: str = SYSTEM_USER
+    user_id: str | None = None   # None: the shared pool's (it records no user)
     examples: list[str] = field(default_factory=list)
     calls: list[list[dict[str, Any]]] = field(default_factory=list)   # per example: its tool calls
     created_at: float = field(default_factory=time.time)
@@ -114,6 +122,34 @@ def _nearest_calls(doc: dict[str, Any], vector: Sequence[float]) -> list[dict[st
     return list(calls[int(np.argmax(vectors @ np.asarray(vector, dtype=np.float32)))])
 
 
+def _kept_value(value: Any, spec: dict[str, Any]) -> bool:
+    """An argument a shared pattern may keep: a number, a boolean, an enum value or a date, never free text."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+        return True
+    if isinstance(value, str):
+        return value in (spec.get("enum") or []) or bool(_DATE.match(value.strip()))
+    return False
+
+
+def redact_calls(calls: Sequence[dict[str, Any]], parameters: dict[str, dict[str, Any]] | None = None
+                 ) -> list[dict[str, Any]]:
+    """Tool calls without the user's words: each argument kept only if :func:`_kept_value` allows it.
+    ``parameters`` maps a tool name to its JSON-schema parameters (for enum values)."""
+    out = []
+    for call in calls:
+        props = ((parameters or {}).get(call["name"]) or {}).get("properties") or {}
+        args = {k: v for k, v in (call.get("arguments") or {}).items() if _kept_value(v, props.get(k) or {})}
+        out.append({"name": call["name"], "arguments": args})
+    return out
+
+
+def describe(query_type: str, tools: Sequence[str], calls: Sequence[dict[str, Any]]) -> str:
+    """What a shared pattern shows instead of a user's question: its type and its (redacted) calls."""
+    shown = calls or [{"name": t, "arguments": {}} for t in tools]
+    parts = [f"{c['name']}({', '.join(f'{k}={v!r}' for k, v in sorted(c['arguments'].items()))})" for c in shown]
+    return f"{query_type} question answered with " + "; ".join(parts)
+
+
 def procedure_schema(namespace: str, dims: int) -> dict[str, Any]:
     """Owner and vectors are all a lookup needs; one vector per example phrasing (a multi-value field)."""
     return {"index": {"name": f"{namespace}_procedures", "prefix": f"{namespace}:procedure", "storage_type": "json"},
@@ -121,7 +157,8 @@ def procedure_schema(namespace: str, dims: int) -> dict[str, Any]:
 
 
 class ProcedureStore:
-    """Successful tool-use patterns, shared by all users unless stored with a ``user_id``.
+    """Successful tool-use patterns, each user's own (``user_id`` on every call); with ``shared=True``, one
+    pool for all users that stores no user text (see the module docstring).
 
     ``classify(query, vector) -> str`` names a question's type (default: one type for all), so
     one tool set can keep apart patterns for different kinds of question.
@@ -129,22 +166,36 @@ class ProcedureStore:
 
     def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit",
                  distance_threshold: float | None = 0.4, max_examples: int = 8,
-                 classify: Callable[[str, Sequence[float]], str] | None = None):
+                 classify: Callable[[str, Sequence[float]], str] | None = None, *, shared: bool = False):
         self.redis, self.embedder, self.namespace = redis_client, embedder, check_namespace(namespace)
-        self.distance_threshold, self.max_examples = distance_threshold, max_examples
+        self.distance_threshold, self.max_examples, self.shared = distance_threshold, max_examples, bool(shared)
         self.classify = classify or (lambda query, vector: "general")
         self.index = ensure_index(redis_client, procedure_schema(namespace, embedder.dims))
+
+    def __repr__(self) -> str:
+        return f"ProcedureStore({self.namespace!r}, {'shared pool' if self.shared else 'per user'})"
 
     def key(self, procedure_id: str) -> str:
         return key(self.namespace, "procedure", procedure_id)
 
+    def _tag(self, user_id: str | None) -> str:
+        """The owner tag this call reads or writes: the user's own, or the shared pool's."""
+        if self.shared:
+            return SHARED_TAG
+        if user_id is None:
+            raise ValidationError("procedures belong to a user: pass user_id=... "
+                                  "(an app-wide pool is ProcedureStore(..., shared=True))")
+        return owner_tag(check_id(user_id, "user_id"))
+
     def store(self, query: str, tools_used: Sequence[str], success_score: float, execution_time_ms: float,
               query_type: str | None = None, user_id: str | None = None,
-              vector: Sequence[float] | None = None,
-              calls: Sequence[dict[str, Any]] = ()) -> Procedure | None:
-        """Keep a pattern when ``success_score >= 0.7``; returns it, or None when it was not kept.
+              vector: Sequence[float] | None = None, calls: Sequence[dict[str, Any]] = (),
+              parameters: dict[str, dict[str, Any]] | None = None) -> Procedure | None:
+        """Keep the user's pattern when ``success_score >= 0.7``; returns it, or None when it was not kept.
 
-        ``calls`` are the run's tool calls (``{"name", "arguments"}``), kept with this phrasing.
+        ``calls`` are the run's tool calls (``{"name", "arguments"}``), kept with this phrasing. In a shared
+        pool the phrasing is replaced by :func:`describe` and free-text arguments are dropped
+        (``parameters``: each tool's JSON-schema parameters, whose enum values may stay).
         """
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("a procedure needs the query that led to it")
@@ -157,11 +208,15 @@ class ProcedureStore:
         if float(success_score) < MIN_SUCCESS_SCORE:
             log.info("not storing a pattern scoring %.2f (< %.2f)", success_score, MIN_SUCCESS_SCORE)
             return None
-        owner = check_id(user_id, "user_id") if user_id is not None else SYSTEM_USER
+        tag, owner = self._tag(user_id), None if self.shared else user_id
         query = query.strip()
         vector = list(vector) if vector is not None else self.embedder.embed(query)
         qtype = query_type or self.classify(query, vector)
-        pid = hashlib.sha256(json.dumps([owner, qtype, sorted(tools)]).encode()).hexdigest()[:16]
+        if self.shared:  # from here on, nothing the user typed: the description stands for the question
+            calls = redact_calls(calls, parameters)
+            query = describe(qtype, tools, calls)
+            vector = self.embedder.embed(query)
+        pid = hashlib.sha256(json.dumps([tag, qtype, sorted(tools)]).encode()).hexdigest()[:16]
         now = time.time()
         stored: dict[str, Any] = {}
 
@@ -185,7 +240,7 @@ class ProcedureStore:
                                        user_id=owner, examples=[query], calls=[calls],
                                        created_at=now, updated_at=now))
                 doc["embeddings"] = [vector]
-                doc["user_tag"] = owner_tag(owner)
+                doc["user_tag"] = tag
             pipe.json().set(self.key(pid), "$", doc)
             stored.update(doc)
 
@@ -193,36 +248,58 @@ class ProcedureStore:
         return Procedure.from_dict(stored)
 
     def _scope(self, user_id: str | None):
-        return owner_filter(SYSTEM_USER if user_id is None else [SYSTEM_USER, user_id])
+        return Tag("user_id") == self._tag(user_id)
 
     def suggest(self, query: str, k: int = 3, user_id: str | None = None,
                 vector: Sequence[float] | None = None) -> list[ProcedureHit]:
-        """Patterns of the most similar past questions (shared ones, plus the user's own if given),
-        within the store's ``distance_threshold``; ``vector`` is the query's embedding if already made.
+        """Patterns of the user's own most similar past questions (or the shared pool's), within the
+        store's ``distance_threshold``; ``vector`` is the query's embedding if already made.
         KNN, then the threshold: an HNSW range query over several vectors per document misses some."""
+        scope = self._scope(user_id)
         vector = list(vector) if vector is not None else self.embedder.embed(query)
-        rows = [row for row in nearest(self.index, vector, self._scope(user_id), k)
+        rows = [row for row in nearest(self.index, vector, scope, k)
                 if self.distance_threshold is None or float(row["vector_distance"]) <= self.distance_threshold]
         hits = [ProcedureHit(Procedure.from_dict(doc), float(row["vector_distance"]), _nearest_calls(doc, vector))
-                for doc, row in zip(json_docs(self.redis, [row["id"] for row in rows]), rows) if doc]
+                for doc, row in zip(json_docs(self.redis, [row["id"] for row in rows]), rows)
+                if doc and doc.get("user_tag") == self._tag(user_id)]
         return sorted(hits, key=lambda h: (h.distance, -h.procedure.success_score))
 
-    def get(self, procedure_id: str) -> Procedure | None:
+    def get(self, procedure_id: str, user_id: str | None = None) -> Procedure | None:
+        """The user's pattern with this id (the pool's, if shared); another owner's answers None, like a missing one."""
+        tag = self._tag(user_id)
+        if not isinstance(procedure_id, str) or not procedure_id.strip():
+            return None
         doc = self.redis.json().get(self.key(procedure_id))
-        return Procedure.from_dict(doc) if doc else None
+        return Procedure.from_dict(doc) if doc and doc.get("user_tag") == tag else None
 
     def list(self, user_id: str | None = None, limit: int = 1000) -> list[Procedure]:
-        """Patterns visible to ``user_id`` (shared only when None), most used first."""
+        """The user's patterns (the pool's, if shared), most used first."""
+        tag = self._tag(user_id)
         q = FilterQuery(filter_expression=self._scope(user_id), return_fields=["id"], num_results=limit)
         docs = json_docs(self.redis, [row["id"] for row in self.index.query(q)])
-        return sorted((Procedure.from_dict(d) for d in docs if d), key=lambda p: (-p.uses, p.query))
+        return sorted((Procedure.from_dict(d) for d in docs if d and d.get("user_tag") == tag),
+                      key=lambda p: (-p.uses, p.query))
 
-    def count(self) -> int:
-        return int(self.index.info()["num_docs"])
+    def count(self, user_id: str | None = None) -> int:
+        """How many patterns the user has (the pool has, if shared)."""
+        return int(self.index.query(CountQuery(self._scope(user_id))))
+
+    def delete(self, procedure_id: str, user_id: str | None = None) -> bool:
+        """Delete the user's pattern with this id; another owner's is left alone (False, like a missing one)."""
+        tag, k = self._tag(user_id), self.key(procedure_id)
+
+        def attempt(pipe) -> bool:
+            mine = pipe.json().get(k, "$.user_tag") == [tag]
+            pipe.multi()
+            if mine:
+                pipe.delete(k)
+            return mine
+
+        return bool(self.redis.transaction(attempt, k, value_from_callable=True))
 
     def drop(self) -> None:
         self.index.delete(drop=True)
 
 
 __all__ = ["Evaluation", "evaluate_workflow", "tool_error", "Procedure", "ProcedureHit", "ProcedureStore",
-           "MIN_SUCCESS_SCORE"]
+           "MIN_SUCCESS_SCORE", "redact_calls", "describe"]

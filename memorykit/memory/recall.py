@@ -2,6 +2,8 @@
 
 Each user and assistant message with text is a JSON document ``ns:msgvec:{user}:{thread}:{id}``; the histories
 of :meth:`MessageIndex.history` index their appends and unindex their deletions (a summary deletes nothing).
+A thread's vector keys are listed in ``ns:thread:{user}:{thread}:vectors``: they take the thread's TTL when
+added and whenever the thread's TTL slides, so they expire with it; a search also drops hits whose thread is gone.
 """
 from __future__ import annotations
 
@@ -9,17 +11,37 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 from urllib.parse import unquote
 
+import logging
+
 import redis
 from redisvl.query import CountQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
 
 from ..errors import ValidationError
-from ..keys import check_id, check_namespace, user_key
+from ..keys import check_id, check_namespace, registry_key, user_key
 from ..messages import Message
 from .index import delete_keys, ensure_index, nearest, owner_field, owner_filter, owner_tag, vector_field
 from .short_term import ChatHistory
 
 _RETURN = ["message_id", "thread_id", "role", "text", "name", "created_at"]
+log = logging.getLogger(__name__)
+
+# Adopt new vector keys (ARGV) into the thread's set with the thread's TTL, in one step. A thread that is
+# gone (expired or cleared before its messages were indexed) gets no vectors: they are deleted.
+_ADOPT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  for i = 1, #ARGV do redis.call('DEL', ARGV[i]) end
+  return 0
+end
+local pttl = redis.call('PTTL', KEYS[1])
+for i = 1, #ARGV do redis.call('SADD', KEYS[2], ARGV[i]) end
+redis.call('SADD', KEYS[3], KEYS[2])  -- the user's key registry: forget_user finds the set without a scan
+for i = 1, #ARGV + 1 do
+  local k = ARGV[i] or KEYS[2]
+  if pttl > 0 then redis.call('PEXPIRE', k, pttl) else redis.call('PERSIST', k) end
+end
+return #ARGV
+"""
 
 
 @dataclass
@@ -48,6 +70,7 @@ class MessageIndex:
                        vector_field(embedder.dims)],
         }
         self.index = ensure_index(redis_client, self.schema)
+        self._adopt = redis_client.register_script(_ADOPT)
 
     def __repr__(self) -> str:
         return f"MessageIndex({self.schema['index']['name']})"
@@ -55,8 +78,12 @@ class MessageIndex:
     def key(self, user_id: str, thread_id: str, message_id: str) -> str:
         return user_key(self.namespace, "msgvec", user_id, thread_id, message_id)
 
+    def thread_key(self, user_id: str, thread_id: str) -> str:
+        return user_key(self.namespace, "thread", user_id, thread_id)
+
     def add(self, user_id: str, thread_id: str, messages: Sequence[Message]) -> int:
-        """Embed and index the recallable messages; returns how many were indexed."""
+        """Embed and index the recallable messages of a stored thread; returns how many were indexed
+        (0 if the thread no longer exists: its messages are not kept for recall)."""
         check_id(user_id, "user_id")
         check_id(thread_id, "thread_id")
         todo = [m for m in messages if m.role in ("user", "assistant") and m.content.strip()]  # no tool calls
@@ -66,12 +93,20 @@ class MessageIndex:
                      "user_tag": owner_tag(user_id), "thread_tag": owner_tag(thread_id),
                      "text": m.content, "name": m.name or "", "created_at": float(m.created_at),
                      "embedding": v} for m, v in zip(todo, vectors)]
-            self.index.load(docs, keys=[self.key(user_id, thread_id, m.id) for m in todo])
+            keys = [self.key(user_id, thread_id, m.id) for m in todo]
+            self.index.load(docs, keys=keys)
+            thread = self.thread_key(user_id, thread_id)
+            if not self._adopt(keys=[thread, thread + ":vectors", registry_key(self.namespace, user_id)], args=keys):
+                log.info("thread %s is gone; its messages were not indexed for recall", thread)
+                return 0
         return len(todo)
 
     def remove(self, user_id: str, thread_id: str, message_ids: Iterable[str]) -> int:
         """Delete these messages' vectors; returns how many existed."""
-        return delete_keys(self.redis, [self.key(user_id, thread_id, mid) for mid in message_ids])
+        keys = [self.key(user_id, thread_id, mid) for mid in message_ids]
+        if keys:
+            self.redis.srem(self.thread_key(user_id, thread_id) + ":vectors", *keys)
+        return delete_keys(self.redis, keys)
 
     def history(self, user_id: str, thread_id: str, ttl: int | None = None, *,
                 index_appends: bool = True) -> ChatHistory:
@@ -107,7 +142,19 @@ class MessageIndex:
         expr = self._scope(user_id, thread_id, roles, since, until)
         vector = list(vector) if vector is not None else self.embedder.embed(query)
         rows = nearest(self.index, vector, expr, k + len(exclude), distance_threshold, _RETURN)
-        return [hit for hit in map(self._recalled, rows) if hit.message.id not in exclude][:k]
+        hits = [hit for hit in map(self._recalled, rows) if hit.message.id not in exclude][:k]
+        return self._live(user_id, hits)
+
+    def _live(self, user_id: str, hits: list[RecalledMessage]) -> list[RecalledMessage]:
+        """The hits whose thread still exists (verified on read: an expired thread's text is never returned)."""
+        threads = sorted({h.thread_id for h in hits})
+        if not threads:
+            return hits
+        pipe = self.redis.pipeline(transaction=False)
+        for t in threads:
+            pipe.exists(self.thread_key(user_id, t))
+        alive = {t for t, ok in zip(threads, pipe.execute()) if ok}
+        return [h for h in hits if h.thread_id in alive]
 
     def count(self, user_id: str, thread_id: str | None = None) -> int:
         """How many messages of this user (or thread) have a vector."""

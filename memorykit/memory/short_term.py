@@ -201,6 +201,28 @@ return covered
 """
 
 
+# Slide the TTL (ARGV[1] seconds; 0: none) of the thread, its summary, its set of recall-vector keys and
+# every key in that set, in one step: recall vectors expire with the thread they index (O(thread), no scan).
+_TOUCH = """
+local ttl, keys = tonumber(ARGV[1]), redis.call('SMEMBERS', KEYS[3])
+keys[#keys + 1], keys[#keys + 2], keys[#keys + 3] = KEYS[1], KEYS[2], KEYS[3]
+for i = 1, #keys do
+  if ttl > 0 then redis.call('EXPIRE', keys[i], ttl) else redis.call('PERSIST', keys[i]) end
+end
+return #keys
+"""
+
+# Delete the thread, its summary, its recall vectors (the keys listed in its set) and the set.
+_DROP = """
+local doomed = redis.call('SMEMBERS', KEYS[3])
+for i = 1, #doomed do redis.call('DEL', doomed[i]) end
+local raws = redis.call('LRANGE', KEYS[1], 0, -1)
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('ZREM', KEYS[4], ARGV[1])
+return raws
+"""
+
+
 @dataclass
 class View:
     """A thread read atomically: system head, summary, and the entries from position ``start`` on."""
@@ -232,8 +254,9 @@ class ChatHistory:
         self.ttl, self.index, self.index_appends = ttl, index, index_appends
         self.key = user_key(namespace, "thread", user_id, thread_id)
         self.summary_key = f"{self.key}:summary"
+        self.vectors_key = f"{self.key}:vectors"  # the keys of this thread's recall vectors (MessageIndex)
         self.threads_key = user_key(namespace, "user", user_id, "threads")
-        self._view, self._advance, self._remove = map(r.register_script, (_VIEW, _ADVANCE, _REMOVE))
+        self._view, self._advance, self._remove, self._drop = map(r.register_script, (_VIEW, _ADVANCE, _REMOVE, _DROP))
 
     def __repr__(self) -> str:
         return f"ChatHistory(user_id={self.user_id!r}, thread_id={self.thread_id!r}, namespace={self.namespace!r})"
@@ -258,12 +281,9 @@ class ChatHistory:
         return msgs
 
     def _touch(self, pipe) -> None:
-        """Slide the TTL of the thread and its summary; record activity in the user's thread set."""
-        for key in (self.key, self.summary_key):
-            if self.ttl is None:
-                pipe.persist(key)
-            else:
-                pipe.expire(key, self.ttl)
+        """Slide the TTL of the thread, its summary and its recall vectors; record activity in the user's thread set."""
+        # EVAL (not a registered script): it needs no script cache and works in a cluster's pipeline too
+        pipe.execute_command("EVAL", _TOUCH, 3, self.key, self.summary_key, self.vectors_key, self.ttl or 0)
         pipe.zadd(self.threads_key, {self.thread_id: time.time()})
 
     def messages(self, last_n: int | None = None) -> list[Message]:
@@ -308,13 +328,10 @@ class ChatHistory:
         return bool(self._advance(keys=[self.key, self.summary_key], args=args))
 
     def clear(self) -> int:
-        """Delete the thread, its summary and its entry in the user's thread list; returns messages deleted."""
-        with self.r.pipeline(transaction=True) as pipe:
-            pipe.lrange(self.key, 0, -1)
-            pipe.delete(self.key, self.summary_key)
-            pipe.zrem(self.threads_key, self.thread_id)
-            raws = pipe.execute()[0]
-        return len(self._deleted(readable(_decode(raws, self.key))))
+        """Delete the thread, its summary, its recall vectors and its entry in the user's thread list, in one
+        script; returns messages deleted."""
+        raws = self._drop(keys=[self.key, self.summary_key, self.vectors_key, self.threads_key], args=[self.thread_id])
+        return len(self._deleted(readable(_decode(raws, self.key))))  # vectors from before the set: by id
 
     def _deleted(self, messages: list[Message]) -> list[Message]:
         """What a deletion removed; their recall vectors go too."""

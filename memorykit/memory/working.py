@@ -2,6 +2,8 @@
 
 A Markdown **template**, a pydantic **schema** (partial updates merged) or free **text**, per thread or per user.
 Every write is a validated, size-limited WATCH/MULTI/EXEC that keeps the old version in a capped history.
+A write made from content read earlier (the model's ``observe``, its tool calls) is a compare-and-set against
+that read: if another writer changed it meanwhile, the change is redone on the new content or refused.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any, Sequence
 import redis
 from pydantic import ValidationError as PydanticError
 
-from ..errors import SchemaMismatchError, ValidationError
+from ..errors import MemoryKitError, SchemaMismatchError, ValidationError
 from ..keys import check_id, check_namespace, register, user_key
 from ..llm.task import TaskFailed, run_task
 from ..llm.tools import Tool
@@ -24,6 +26,13 @@ from .working_tools import UPDATE_BY_FORMAT, Observation, task_input
 log = logging.getLogger(__name__)
 
 SCOPES = ("conversation", "user")
+ANY = object()   # ``expected=ANY``: write whatever is stored now (a deliberate replacement, still atomic)
+OBSERVE_ATTEMPTS = 3
+
+
+class WorkingMemoryConflict(MemoryKitError):
+    """The working memory changed between the read a write was based on and the write: nothing was written.
+    Read it again and redo the change (``observe`` does so itself, a bounded number of times)."""
 
 PROFILE_TEMPLATE = """# Profile
 - Name:
@@ -155,6 +164,12 @@ class WorkingMemory:
         """The current content (Markdown/text, or a dict in schema mode); None when nothing is stored."""
         return self._decode(self.redis.get(self.key(user_id, thread_id)))
 
+    def read(self, user_id: str, thread_id: str | None = None) -> tuple[Any, str | None]:
+        """The current content (as :meth:`current`) and its stored version, to pass as ``expected=`` to a write."""
+        raw = self.redis.get(self.key(user_id, thread_id))
+        got = self._decode(raw)
+        return ({"template": self.template, "schema": {}, "text": ""}[self.format] if got is None else got), raw
+
     def current(self, user_id: str, thread_id: str | None = None) -> Any:
         """The current content, or the empty template / ``{}`` / ``""`` when nothing is stored."""
         got = self.get(user_id, thread_id)
@@ -165,12 +180,16 @@ class WorkingMemory:
         return [Version(self._decode(v["content"]), v["saved_at"], v["replaced_by"])
                 for v in map(json.loads, self.redis.lrange(self.history_key(user_id, thread_id), 0, -1))]
 
-    def _commit(self, user_id: str, thread_id: str | None, change, source: str) -> Any:
-        """Read -> change -> validate (size included) -> write + history, in one WATCH/MULTI/EXEC (retried)."""
+    def _commit(self, user_id: str, thread_id: str | None, change, source: str, expected: Any = ANY) -> Any:
+        """Read -> change -> validate (size included) -> write + history, in one WATCH/MULTI/EXEC (retried).
+        With ``expected`` (a version from :meth:`read`), a different stored version raises WorkingMemoryConflict."""
         k, hk = self.key(user_id, thread_id), self.history_key(user_id, thread_id)
 
         def attempt(pipe):
             old_raw = pipe.get(k)
+            if expected is not ANY and old_raw != expected:
+                raise WorkingMemoryConflict(f"working memory {k} changed since it was read; read it again "
+                                            "and redo the change on the current content")
             new = change(self._decode(old_raw))
             if new is not None:
                 new = self.validate(new)
@@ -189,12 +208,15 @@ class WorkingMemory:
 
         return self.redis.transaction(attempt, k, value_from_callable=True)
 
-    def update(self, content: Any, user_id: str, thread_id: str | None = None, *, source: str = "update") -> Any:
-        """Write new content (schema mode: merged into the current value); ValidationError writes nothing."""
+    def update(self, content: Any, user_id: str, thread_id: str | None = None, *, source: str = "update",
+               expected: Any = ANY) -> Any:
+        """Write new content (schema mode: merged into the current value); ValidationError writes nothing.
+        ``expected``: the version (from :meth:`read`) the content was made from; if it changed, nothing is
+        written and WorkingMemoryConflict is raised."""
         content = self._coerce(content)
         if self.format == "schema":
-            return self._commit(user_id, thread_id, lambda old: _merge(old or {}, content), source)
-        return self._commit(user_id, thread_id, lambda old: content, source)
+            return self._commit(user_id, thread_id, lambda old: _merge(old or {}, content), source, expected)
+        return self._commit(user_id, thread_id, lambda old: content, source, expected)
 
     def clear(self, user_id: str, thread_id: str | None = None, *, source: str = "clear") -> bool:
         """Delete the current content (kept in the history, so :meth:`undo` brings it back)."""
@@ -257,10 +279,12 @@ class WorkingMemory:
         """``base`` followed by the working-memory block."""
         return f"{base.rstrip()}\n\n{self.prompt_block(user_id, thread_id)}"
 
-    def tools(self, user_id: str, thread_id: str | None = None) -> list[Tool]:
+    def tools(self, user_id: str, thread_id: str | None = None, expected: Any = ANY) -> list[Tool]:
         """update / clear tools bound to one user (and thread); errors come back as tool results. No read
-        tool: the content is in the system prompt every turn (``prompt_block``)."""
+        tool: the content is in the system prompt every turn (``prompt_block``). ``expected``: the version
+        the prompt showed; an update after someone else's change is refused with the current content."""
         self.key(user_id, thread_id)  # validates ids and scope now, not at the first call
+        seen = {"version": expected}
         if self.format == "schema":
             content = {**self.partial_schema(),
                        "description": "only the fields to change; merged into the current value"}
@@ -271,7 +295,15 @@ class WorkingMemory:
             how = " with new content."
 
         def update_working_memory(content):
-            new = self.update(content, user_id, thread_id, source="tool")
+            try:
+                new = self.update(content, user_id, thread_id, source="tool", expected=seen["version"])
+            except WorkingMemoryConflict:
+                now, seen["version"] = self.read(user_id, thread_id)
+                return {"error": "the working memory was changed by someone else since you read it; merge your "
+                                 "change into this current content and call update_working_memory again",
+                        "current": now}
+            if seen["version"] is not ANY:  # the next call in this run compares with what it just wrote
+                seen["version"] = None if new is None else self._encode(new)
             return {"ok": True, "size": self.size(new), "limit": self.limit_text(), "content": new}
 
         def clear_working_memory():
@@ -292,7 +324,18 @@ class WorkingMemory:
         texts = [m.content.strip() for m in as_messages(message) if m.role == "user" and m.content.strip()]
         if not texts:
             return Observation(False, self.get(user_id, thread_id))
-        inp = task_input(self, self.current(user_id, thread_id), texts)
+        for _ in range(OBSERVE_ATTEMPTS):  # each attempt reads, asks the model, writes only if still unchanged
+            current, version = self.read(user_id, thread_id)
+            try:
+                return self._observe_once(llm, task_input(self, current, texts), user_id, thread_id, version)
+            except WorkingMemoryConflict:
+                log.info("working memory changed while the model read it; redoing the update on the new content")
+        raise WorkingMemoryConflict(
+            f"working memory {self.key(user_id, thread_id)} kept changing during {OBSERVE_ATTEMPTS} attempts to "
+            "update it from the new message; nothing was written (other writers' changes are kept)")
+
+    def _observe_once(self, llm, inp, user_id: str, thread_id: str | None, version: str | None) -> Observation:
+        """One read-model-write round; a model output still rejected after one retry changes nothing."""
         error, reason = None, ""
         for _ in range(2):
             try:
@@ -304,9 +347,8 @@ class WorkingMemory:
                 reason = out.reason
                 break
             try:
-                before = self.get(user_id, thread_id)
-                new = self.update(out.content, user_id, thread_id, source="observe")
-                return Observation(new != before, new, None, out.reason)
+                new = self.update(out.content, user_id, thread_id, source="observe", expected=version)
+                return Observation(self._encode(new) != version, new, None, out.reason)
             except ValidationError as exc:
                 error = str(exc)
                 inp = inp.model_copy(update={"rejected": error})

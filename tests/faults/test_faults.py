@@ -148,3 +148,25 @@ def test_a_server_without_the_search_module_is_named(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_paused_redis_gives_a_clear_error_and_keeps_the_message(agent_on, own_server, monkeypatch):
+    """SIGSTOP the server (it accepts connections, answers nothing): the turn reports the stall after the
+    Redis timeout instead of hanging; after SIGCONT the kept message is saved with the next turn."""
+    monkeypatch.setenv("MEMORYKIT_REDIS_TIMEOUT", "1")
+    r, agent = agent_on("faultstall")
+    first = agent.chat("I'm Ana.", user_id="a|b", thread_id="t")
+    agent.flush()
+    os.kill(own_server.pid, signal.SIGSTOP)
+    try:
+        stalled = agent.chat("My locker code is 4711.", user_id="a|b", thread_id="t")
+        assert not stalled.ok and "Redis is unavailable" in stalled.error and "Timeout" in stalled.error
+        assert [m.content for m in agent.unsaved("a|b", "t")] == ["My locker code is 4711."]
+    finally:
+        os.kill(own_server.pid, signal.SIGCONT)
+    later = agent.chat("What is my locker code?", user_id="a|b", thread_id="t")
+    agent.close()
+    assert first.ok and later.ok and agent.unsaved("a|b", "t") == []
+    assert [m.content for m in mk.ChatHistory(r, "a|b", "t", namespace="faultstall").messages()
+            if m.role == "user"] == ["I'm Ana.", "My locker code is 4711.", "What is my locker code?"]
+    assert mk.ChatHistory(r, "system", "t", namespace="faultstall").messages() == []

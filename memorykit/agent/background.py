@@ -1,0 +1,80 @@
+"""Background writes ordered per key, parallel across keys, on one bounded thread pool.
+
+Each key (a ``(user, thread)`` pair in the agent) has a queue; one pool worker at a time drains it,
+so a key's jobs run in submission order while other keys' jobs run beside them, the way
+LangGraph's checkpointers order writes per thread and Redis Agent Memory Server runs its
+background tasks per session. Waiting is per key: a turn waits only for its own thread.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import threading
+from collections import deque
+from typing import Callable, Hashable
+
+from ..errors import ValidationError
+
+
+class KeyedWriter:
+    """Run ``fn()`` jobs in order per key, in parallel across keys, on at most ``workers`` threads."""
+
+    def __init__(self, workers: int = 8, name: str = "memorykit-writes"):
+        if not isinstance(workers, int) or workers < 1:
+            raise ValidationError(f"workers must be a positive integer, got {workers!r}")
+        self._pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+        self._lock = threading.Lock()
+        self._queues: dict[Hashable, deque[tuple[Callable[[], object], cf.Future]]] = {}
+        self._pending: dict[Hashable, list[cf.Future]] = {}
+
+    def submit(self, key: Hashable, fn: Callable[[], object]) -> cf.Future:
+        """Queue ``fn`` after the key's earlier jobs; returns its future (its exception, if any, stays there)."""
+        future: cf.Future = cf.Future()
+        with self._lock:
+            self._pending.setdefault(key, []).append(future)
+            queue = self._queues.get(key)
+            if queue is not None:  # a worker is draining this key: it will reach the job
+                queue.append((fn, future))
+                return future
+            self._queues[key] = deque([(fn, future)])
+        self._pool.submit(self._drain, key)
+        return future
+
+    def _drain(self, key: Hashable) -> None:
+        """Run the key's jobs one after another until its queue is empty, then let the key go."""
+        while True:
+            with self._lock:
+                queue = self._queues[key]
+                if not queue:
+                    del self._queues[key]
+                    return
+                fn, future = queue.popleft()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:  # kept on the future; the key's next jobs still run
+                    future.set_exception(exc)
+            with self._lock:
+                waiting = self._pending.get(key, [])
+                if future in waiting:
+                    waiting.remove(future)
+                if not waiting:
+                    self._pending.pop(key, None)
+
+    def wait(self, key: Hashable | None = None) -> list[cf.Future]:
+        """Wait for the jobs queued so far for ``key`` (all keys when None); returns their futures."""
+        with self._lock:
+            futures = list(self._pending.get(key, [])) if key is not None else \
+                [f for fs in self._pending.values() for f in fs]
+        cf.wait(futures)
+        return futures
+
+    def pending(self, key: Hashable | None = None) -> int:
+        """How many jobs are queued or running (for ``key``, or for all keys)."""
+        with self._lock:
+            if key is not None:
+                return len(self._pending.get(key, []))
+            return sum(map(len, self._pending.values()))
+
+    def shutdown(self) -> None:
+        self.wait()
+        self._pool.shutdown(wait=True)
