@@ -24,7 +24,6 @@ from ..keys import SHARED_OWNER, check_id, encode, index_names, key, registry_ke
 
 MEMORY_TYPES = ("episodic", "semantic", "procedural")
 SHARED_TAG = SHARED_OWNER  # the indexed owner of shared knowledge: outside owner_tag's alphabet
-SYSTEM_USER = "system"  # procedures' shared pool still uses this ordinary user id (ProcedureStore's to change)
 
 
 def content_hash(text: str) -> str:
