@@ -141,14 +141,13 @@ def tier_scores(df, tiers: Sequence[str] = ("exact", "semantic", "decided")):
     return pd.DataFrame(rows).set_index("tier")
 
 
-def compare_splits(embedder, llm=None, splits: Sequence[str] = ("heldout", "independent")):
-    """Aggregate scores of the cascade per split, side by side: 3-way accuracy (with its 95 % interval)
-    and how many truly new facts were called new; only totals, never the cases."""
+def split_summary(frames: dict[str, Any]):
+    """Aggregate scores of ``predict_pairs`` frames, one row per named split: 3-way accuracy (with its
+    95 % interval) and how many truly new facts were called new; only totals, never the cases."""
     import pandas as pd
 
     rows = []
-    for split in splits:
-        df = predict_pairs(load_pairs(split), embedder, llm)
+    for split, df in frames.items():
         right, new = int((df["decided"] == df["label"]).sum()), df[df["label"] == "new"]
         low, high = accuracy_interval(right, len(df))
         rows.append({"split": split, "pairs": len(df), "accuracy": round(right / len(df), 3),
@@ -156,6 +155,12 @@ def compare_splits(embedder, llm=None, splits: Sequence[str] = ("heldout", "inde
                      "new called duplicate": int((new["decided"] == "duplicate").sum()),
                      "new called update": int((new["decided"] == "update").sum())})
     return pd.DataFrame(rows).set_index("split")
+
+
+def compare_splits(embedder, llm=None, splits: Sequence[str] = ("heldout", "independent")):
+    """``split_summary`` of the cascade on each split, side by side (the course's held-out pairs and the
+    set written apart from the method)."""
+    return split_summary({split: predict_pairs(load_pairs(split), embedder, llm) for split in splits})
 
 
 def confusion(df, column: str = "decided"):

@@ -127,16 +127,19 @@ def score_profiles(r, llm, dialogs: list[dict], *, namespace: str, mode: str = "
     return score
 
 
-def compare_sets(r, llm, names=("profile_heldout.jsonl", "dialogs.jsonl", INDEPENDENT), *, namespace: str,
-                 mode: str = "template"):
-    """One row of aggregate scores per dialog set, side by side (the course's held-out dialogs and the
-    set written apart from the method); only totals, never the cases."""
+def summary(scores: dict[str, ProfileScore]):
+    """Aggregate scores, one row per named dialog set: only totals, never the cases."""
     import pandas as pd
 
-    rows = []
-    for name in names:
-        s = score_profiles(r, llm, load_dialogs(name), namespace=namespace, mode=mode)
-        rows.append({"set": name, "dialogs": len(s.profiles), "fact recall": round(s.recall, 3),
-                     "facts found": f"{s.found}/{s.facts}", "superseded left": f"{s.left}/{s.superseded}",
-                     "absent present": f"{s.present}/{s.absent}"})
+    rows = [{"set": name, "dialogs": len(s.profiles), "fact recall": round(s.recall, 3),
+             "facts found": f"{s.found}/{s.facts}", "superseded left": f"{s.left}/{s.superseded}",
+             "absent present": f"{s.present}/{s.absent}"} for name, s in scores.items()]
     return pd.DataFrame(rows).set_index("set")
+
+
+def compare_sets(r, llm, names=("profile_heldout.jsonl", "dialogs.jsonl", INDEPENDENT), *, namespace: str,
+                 mode: str = "template"):
+    """``summary`` of each dialog set side by side (the course's held-out dialogs and the set written
+    apart from the method)."""
+    return summary({name: score_profiles(r, llm, load_dialogs(name), namespace=namespace, mode=mode)
+                    for name in names})
