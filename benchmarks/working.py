@@ -6,7 +6,7 @@
    ratio of one embedding of the same kind of text, over a few thousand stored messages.
 3. The offline ``update_working_memory`` method: training-data sizes, cross-validated accuracy of
    its models on the training data, and fact recall / superseded values left on the dev dialogs
-   and on the held-out dialogs (never tuned on), in every format.
+   and on the held-out dialogs and those written apart from the method (never tuned on), in every format.
 
     .venv/bin/python benchmarks/working.py [--messages 1000] [--queries 30] [--only upkeep]
 """
@@ -18,7 +18,7 @@ import statistics
 import time
 
 import memorykit as mk
-from memorykit.course.working_eval import load_dialogs, score_profiles
+from memorykit.course.working_eval import INDEPENDENT, load_dialogs, score_profiles
 from memorykit.messages import model_token_counter, set_token_counter
 
 NS = "benchworking"
@@ -116,11 +116,11 @@ def upkeep(r, llm) -> None:
     import numpy as np
     from sklearn.model_selection import GroupKFold, StratifiedKFold
 
-    from memorykit.offline import working_models as wm
+    from memorykit.offline import working_data as wd, working_models as wm
 
-    train = wm.load("profile_train.jsonl")
-    clauses = wm.labelled_clauses()
-    pairs = sum(len(x["old"]) for x in wm.load("revisions_train.jsonl"))
+    train = wd.profile_rows()
+    clauses = wd.labelled_clauses()
+    pairs = sum(len(x["old"]) for x in wd.load("revisions_train.jsonl"))
     print(f"\n3) offline upkeep; training data: {len(train)} labelled messages "
           f"({sum(1 for x in train if x.get('name'))} with a name, {sum(1 for x in train if x.get('place'))} with a place), "
           f"{len(clauses)} clauses, {pairs} revision pairs")
@@ -150,11 +150,11 @@ def upkeep(r, llm) -> None:
             wm.clause_matrix(vec, [texts[i] for i in fit_on]), labels[fit_on])
         predicted[test_on] = model.predict(wm.clause_matrix(vec, [texts[i] for i in test_on]))
     print(f"   clause classifier 5-fold CV accuracy: {(predicted == labels).mean():.2f}")
-    for name in ("dialogs.jsonl", "dialogs_dev.jsonl", "profile_heldout.jsonl"):
+    for name in ("dialogs.jsonl", "dialogs_dev.jsonl", "profile_heldout.jsonl", INDEPENDENT):
         for mode in ("template", "schema", "text"):
             t0 = time.perf_counter()
             score = score_profiles(r, llm, load_dialogs(name), namespace=NS, mode=mode)
-            print(f"   {name:22} {score}  ({time.perf_counter() - t0:.1f} s)")
+            print(f"   {name:25} {score}  ({time.perf_counter() - t0:.1f} s)")
 
 
 def main() -> None:

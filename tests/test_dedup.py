@@ -197,7 +197,7 @@ def test_a_backend_that_raises_never_breaks_remember(store, error):
 
 
 # ------------------------------------------------------------------ the learned offline model, held out
-HELDOUT_FLOOR = 0.85  # measured 0.90 on the 181 held-out pairs; the floor leaves a margin
+HELDOUT_FLOOR = 0.85  # measured 0.89 on the 181 held-out pairs; the floor leaves a margin
 
 
 def test_learned_model_meets_its_floor_on_the_heldout_pairs():
@@ -205,8 +205,11 @@ def test_learned_model_meets_its_floor_on_the_heldout_pairs():
 
     with open(data_path("dedup", "heldout.jsonl"), encoding="utf-8") as f:
         pairs = [json.loads(line) for line in f if line.strip()]
-    train = {(p["existing"], p["new"]) for p in decide_model.load_split("train")}
-    assert len(pairs) >= 150 and not train & {(p["existing"], p["new"]) for p in pairs}
+    train = {(p["existing"], p["new"]) for p in decide_model.training_pairs()}
+    with open(data_path("independent", "dedup.jsonl"), encoding="utf-8") as f:
+        independent = {(p["existing"], p["new"]) for p in map(json.loads, filter(str.strip, f))}
+    assert len(train) > 900 and len(pairs) >= 150 and not train & {(p["existing"], p["new"]) for p in pairs}
+    assert not train & independent  # the evaluation set written apart from the method is never trained on
     score = decide_model.evaluate(pairs)
     assert score.n == len(pairs) and sum(map(sum, (r.values() for r in score.confusion.values()))) == len(pairs)
     assert score.accuracy >= HELDOUT_FLOOR, score

@@ -69,9 +69,16 @@ def as_fact(text: str, subject: str = "User") -> str:
     return text[:1].upper() + text[1:]
 
 
+SPLITS = {"train": ("dedup", "train.jsonl"), "heldout": ("dedup", "heldout.jsonl"),
+          "independent": ("independent", "dedup.jsonl"), "independent_train": ("independent_train", "dedup.jsonl")}
+
+
 def load_pairs(split: str = "train") -> list[dict[str, Any]]:
-    """Labelled pairs from ``data/dedup/<split>.jsonl``; ``label3`` folds invalidate into update."""
-    path = data_path("dedup", f"{split}.jsonl")
+    """Labelled pairs of a split (``SPLITS``: the course's train / heldout, and the sets written apart from
+    the method: ``independent`` to measure only, ``independent_train``); ``label3`` folds invalidate into update."""
+    if split not in SPLITS:
+        raise ValidationError(f"unknown split {split!r}; choose one of {sorted(SPLITS)}")
+    path = data_path(*SPLITS[split])
     if not path.exists():
         raise ValidationError(f"no labelled pairs at {path}; run from the course checkout")
     with open(path, encoding="utf-8") as f:
@@ -131,6 +138,28 @@ def tier_scores(df, tiers: Sequence[str] = ("exact", "semantic", "decided")):
         row["macro F1"] = round(sum(f1s) / len(f1s), 3)
         rows.append(row)
     return pd.DataFrame(rows).set_index("tier")
+
+
+def split_summary(frames: dict[str, Any]):
+    """Aggregate scores of ``predict_pairs`` frames, one row per named split: 3-way accuracy (with its
+    95 % interval) and how many truly new facts were called new; only totals, never the cases."""
+    import pandas as pd
+
+    rows = []
+    for split, df in frames.items():
+        right, new = int((df["decided"] == df["label"]).sum()), df[df["label"] == "new"]
+        low, high = accuracy_interval(right, len(df))
+        rows.append({"split": split, "pairs": len(df), "accuracy": round(right / len(df), 3),
+                     "95% CI": f"{low:.2f}-{high:.2f}", "new facts right": f"{int((new['decided'] == 'new').sum())}/{len(new)}",
+                     "new called duplicate": int((new["decided"] == "duplicate").sum()),
+                     "new called update": int((new["decided"] == "update").sum())})
+    return pd.DataFrame(rows).set_index("split")
+
+
+def compare_splits(embedder, llm=None, splits: Sequence[str] = ("heldout", "independent")):
+    """``split_summary`` of the cascade on each split, side by side (the course's held-out pairs and the
+    set written apart from the method)."""
+    return split_summary({split: predict_pairs(load_pairs(split), embedder, llm) for split in splits})
 
 
 def confusion(df, column: str = "decided"):

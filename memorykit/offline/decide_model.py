@@ -8,11 +8,16 @@ counted as features (the classifier weighs them, no rule fires on them); whether
 about someone else ("User's sister ..."); and a logistic regression over the difference of
 the two sentence vectors (the direction of the change), stacked out-of-fold. Whether a
 relation holds one value (lives in, works at) or accumulates (visited, likes) is not coded
-anywhere: the forest learns it from the labelled pairs in ``data/dedup/train.jsonl``.
+anywhere: the forest learns it from labelled pairs: ``data/dedup/train.jsonl`` (the course's)
+and ``data/independent_train/dedup.jsonl`` (written apart from the method, in many voices).
+
+Abstention: losing a fact costs more than storing a near-duplicate, so the model answers "new"
+unless another label beats it by more than ``NEW_MARGIN`` (chosen on the course's training
+pairs and a dev split of the independent training pairs, never on an evaluation set).
 
 The model trains at first use (a few seconds once the embeddings are cached in Redis) and is
-kept in the process. ``data/dedup/heldout.jsonl`` is never used for training or tuning;
-:func:`evaluate` scores on it.
+kept in the process. ``data/dedup/heldout.jsonl`` and ``data/independent/dedup.jsonl`` are never
+used for training or tuning; :func:`evaluate` scores on them.
 """
 from __future__ import annotations
 
@@ -32,6 +37,8 @@ from ..course.dedup_eval import as_fact
 LABELS = ("duplicate", "update", "invalidate", "new")
 THREE = {"duplicate": "duplicate", "update": "update", "invalidate": "update", "new": "new"}
 TREES = 300
+NEW_MARGIN = 0.05   # "new" wins unless another label is this much more probable (abstain toward storing)
+TRAIN_SPLITS = (("dedup", "train.jsonl"), ("independent_train", "dedup.jsonl"))
 
 # ---------------------------------------------------------------- masking value slots
 _MONTHS = ("january february march april may june july august september october november december "
@@ -277,7 +284,13 @@ class PairModel:
         return [dict(zip(self.classes, map(float, row))) for row in probs]
 
     def predict(self, olds: Sequence[str], news: Sequence[str]) -> list[str]:
-        return [max(p, key=p.get) for p in self.predict_proba(olds, news)]
+        return [decision(p) for p in self.predict_proba(olds, news)]
+
+
+def decision(probs: dict[str, float], margin: float = NEW_MARGIN) -> str:
+    """The label to act on: the most probable one, except that "new" wins a close call (within ``margin``)."""
+    best = max(probs, key=probs.get)
+    return "new" if best != "new" and probs.get("new", 0.0) + margin >= probs[best] else best
 
 
 def load_split(split: str) -> list[dict]:
@@ -286,16 +299,27 @@ def load_split(split: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def training_pairs() -> list[dict]:
+    """Every labelled pair the model learns from (``TRAIN_SPLITS``); never an evaluation set."""
+    pairs = []
+    for folder, name in TRAIN_SPLITS:
+        path = data_path(folder, name)
+        if path.exists():
+            with open(path, encoding="utf-8") as f:
+                pairs += [json.loads(line) for line in f if line.strip()]
+    return pairs
+
+
 _lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)
 def _trained() -> PairModel:
-    return PairModel().fit(load_split("train"))
+    return PairModel().fit(training_pairs())
 
 
 def model() -> PairModel:
-    """The model trained on ``data/dedup/train.jsonl``, fitted once per process (thread-safe)."""
+    """The model trained on ``training_pairs()``, fitted once per process (thread-safe)."""
     with _lock:
         return _trained()
 
@@ -323,7 +347,7 @@ def evaluate(pairs: Sequence[dict] | str = "heldout") -> Score:
 
 if __name__ == "__main__":  # python -m memorykit.offline.decide_model
     score = evaluate("heldout")
-    print(f"trained on {model().n_train} pairs of data/dedup/train.jsonl; "
+    print(f"trained on {model().n_train} pairs ({', '.join('/'.join(s) for s in TRAIN_SPLITS)}); "
           f"held-out accuracy {score.accuracy:.3f} on {score.n} pairs of data/dedup/heldout.jsonl")
     for truth, row in score.confusion.items():
         print(f"  {truth:9} -> " + ", ".join(f"{k} {v}" for k, v in row.items()))

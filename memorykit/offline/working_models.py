@@ -1,23 +1,23 @@
-"""The small models behind the offline working-memory upkeep, trained on labelled data in ``data/working/``.
+"""The small models behind the offline working-memory upkeep, trained on the labelled messages of
+:mod:`.working_data` (the course's, and those written apart from the method).
 
 * a **name tagger**: is this word (part of) the name the user wants to be called? Logistic
-  regression over the word, its neighbours and gazetteer flags;
-* a **place classifier**: is this gazetteer place where the user is now (not where they grew up
-  or will travel)? The same kind of model over the words around the mention;
+  regression over the word, its neighbours, gazetteer flags and its masked context's embedding;
+* a **place classifier**: is this gazetteer place where the user lives or works now? The words around
+  it and its masked context's embedding against labelled ones ("I live in X" / "we honeymooned in X");
 * a **clause classifier**: goal / drop (a goal given up) / like / dislike / style (how to answer) /
   none, from the clause's sentence embedding plus its word n-grams;
 * **span boundaries**: where the goal or preference starts and ends inside the clause;
 * a **revision model**: does a new fact replace an item already stored (a reversed preference, a
   dropped or changed goal)? Features: embedding similarity, shared words, the clause's words.
 
-Training takes a few seconds (it embeds the labelled clauses); the fitted models are cached in
-``.memorykit/offline/`` under a hash of the data and this code, so later runs load them.
+Training embeds the labelled messages (cached in Redis); the fitted models are cached in ``.memorykit/offline/``
+under a hash of the data and this code, so later runs load them.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import logging
 import math
 import pickle
@@ -33,12 +33,12 @@ from .working_geo import fold, gazetteer
 
 log = logging.getLogger(__name__)
 
-VERSION = "1"   # bump when features change: the cached models are keyed by it
+VERSION = "2"   # bump when features change: the cached models are keyed by it
 # Chosen by cross-validation on the training data only (never on the held-out dialogs):
 NAME_C, NAME_WEIGHT = 1.0, {0: 1, 1: 3}   # name tagger: 0.90 of messages fully right
 PLACE_C = 1.0                             # place classifier: 0.78 of messages right
 CLAUSE_C, EMBED_WEIGHT = 4.0, 1.0         # clause classifier: accuracy 0.89
-TRAIN_FILES = ("profile_train.jsonl", "revisions_train.jsonl")
+TRAIN_FILES = ("working/profile_train.jsonl", "working/revisions_train.jsonl", "independent_train/working.jsonl")
 NEGATIONS = {"not", "never", "no", "don't", "dont", "n't", "didn't", "isn't", "won't", "nobody", "stop"}
 _TOKEN = re.compile(r"\w+(?:['’\-.]\w+)*|[^\w\s]")
 _SPLIT = re.compile(
@@ -247,9 +247,12 @@ def pair_features(kind: str, span: str, clause: str, old_kind: str, old_obj: str
 # ---------------------------------------------------------------------------- embeddings
 @functools.lru_cache(maxsize=1)
 def _embedder():
+    """The local model, its vectors cached in Redis when it is reachable (training re-embeds little)."""
     from ..embeddings import get_embedder
-
-    return get_embedder(cache=False, kind="local")
+    try:
+        return get_embedder(kind="local")
+    except Exception:  # no Redis: embed without the cache
+        return get_embedder(cache=False, kind="local")
 
 
 _seen: dict[str, np.ndarray] = {}
@@ -272,33 +275,6 @@ def cosine(a: str, b: str) -> float:
     return float(va @ vb / (np.linalg.norm(va) * np.linalg.norm(vb) + 1e-9))
 
 
-# ---------------------------------------------------------------------------- training data
-def load(name: str) -> list[dict]:
-    return [json.loads(line) for line in data_path("working", name).read_text().splitlines() if line.strip()]
-
-
-def _span_tokens(toks: list[Token], text: str, span: str) -> tuple[int, int] | None:
-    i = text.lower().find(span.lower())
-    if i < 0:
-        return None
-    inside = [k for k, t in enumerate(toks) if t.start >= i and t.end <= i + len(span)]
-    return (inside[0], inside[-1] + 1) if inside else None
-
-
-def labelled_clauses() -> list[dict]:
-    """Every clause of the training messages with its kind (or none) and its span, if any."""
-    out = []
-    rows = [(r["text"], r.get("facts") or []) for r in load("profile_train.jsonl")]
-    rows += [(r["text"], [{"kind": r["kind"], "span": r["span"]}]) for r in load("revisions_train.jsonl")]
-    for text, facts in rows:
-        text = normalize(text)
-        for a, b in clauses(text):
-            piece = text[a:b]
-            hit = next((f for f in facts if f["span"].lower() in piece.lower()), None)
-            out.append({"text": piece, "kind": hit["kind"] if hit else "none", "span": hit["span"] if hit else None})
-    return out
-
-
 # ---------------------------------------------------------------------------- fitting and caching
 @dataclass
 class Models:
@@ -306,6 +282,8 @@ class Models:
     name_contexts: np.ndarray     # embedded masked contexts of names in the training messages
     other_contexts: np.ndarray    # ... and of other candidate words
     places: object
+    home_contexts: np.ndarray     # embedded masked contexts of where users live ("I live in X")
+    away_contexts: np.ndarray     # ... and of places only mentioned ("we honeymooned in X")
     clause_vec: object
     clause: object
     starts: object
@@ -331,8 +309,9 @@ def clause_matrix(vec, texts: list[str]):
 def token_data(train: list[dict]):
     """Name-tagger and place-classifier examples: (name X, name y, place X, place y), per message."""
     from . import working_read as read
+    from .working_data import is_home
 
-    name_x, name_y, name_ctx, place_x, place_y = [], [], [], [], []
+    name_x, name_y, name_ctx, place_x, place_y, place_ctx = [], [], [], [], [], []
     for row in train:
         text = normalize(row["text"])
         toks, lower = tokens(text), casual(text)
@@ -350,10 +329,16 @@ def token_data(train: list[dict]):
         ptoks = place_tokens(text)
         found = read.mentions(ptoks, lower)
         place_x.append([place_features(ptoks, i, j, p.kind, p.population, lower) for i, j, p in found])
-        place_y.append([int(bool(row.get("place")) and fold(text[ptoks[i].start:ptoks[j - 1].end]) == fold(row["place"]))
-                        for i, j, _ in found])
+        place_y.append([int(is_home(text[ptoks[i].start:ptoks[j - 1].end], row.get("place"))) for i, j, _ in found])
+        place_ctx.append([mention_context(text, ptoks, i, j) for i, j, _ in found])
     add_contexts(name_x, name_y, name_ctx)
+    add_contexts(place_x, place_y, place_ctx)
     return name_x, name_y, place_x, place_y
+
+
+def mention_context(text: str, toks: list[Token], i: int, j: int) -> str:
+    """The message around the place toks[i:j], the place replaced by X ("we honeymooned in X")."""
+    return masked(text, Token(text[toks[i].start:toks[j - 1].end], toks[i].start, toks[j - 1].end))
 
 
 def context_sets(name_y: list[list[int]], name_ctx: list[list[str | None]]) -> tuple[np.ndarray, np.ndarray, list]:
@@ -374,24 +359,37 @@ def add_contexts(name_x, name_y, name_ctx) -> None:
         name_x[m][k] = {**name_x[m][k], "ctx": float(ctx[0]) * 10}
 
 
+def place_contexts(train: list[dict]) -> list[list[str]]:
+    """The masked context of every gazetteer place in the training messages, per message."""
+    from . import working_read as read
+    out = []
+    for row in train:
+        text = normalize(row["text"])
+        ptoks = place_tokens(text)
+        out.append([mention_context(text, ptoks, i, j) for i, j, _ in read.mentions(ptoks, casual(text))])
+    return out
+
+
 def _flat(groups: list[list]) -> list:
     return [x for g in groups for x in g]
 
 
-def fit() -> Models:
-    """Train every model from the files in ``data/working/`` (deterministic)."""
+def fit(part: str = "all") -> Models:
+    """Train every model from ``TRAIN_FILES`` (deterministic); ``part="fit"`` leaves the dev split out."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
     from . import working_read as read
+    from .working_data import _span_tokens, labelled_clauses, load, profile_rows
 
-    train = load("profile_train.jsonl")
+    train = profile_rows(part)
     name_x, name_y, place_x, place_y = token_data(train)
     contexts = [[masked(normalize(r["text"]), t) if context_candidate(toks, i, casual(normalize(r["text"]))) else None
                  for i, t in enumerate(toks) if _is_word(t)]
                 for r in train for toks in [tokens(normalize(r["text"]))]]
     vectors, labels, _ = context_sets(name_y, contexts)
-    rows = labelled_clauses()
+    place_vectors, place_labels, _ = context_sets(place_y, place_contexts(train))
+    rows = labelled_clauses(part)
     vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=r"[\w']+|[?!]").fit(
         [r["text"] for r in rows])
     clause = LogisticRegression(C=CLAUSE_C, max_iter=3000, class_weight="balanced").fit(
@@ -415,6 +413,7 @@ def fit() -> Models:
         pair_y += [int(old in r["replaces"]) for old in r["old"]]
     return Models(_fit_dict(_flat(name_x), _flat(name_y), NAME_C, NAME_WEIGHT), vectors[labels == 1],
                   vectors[labels == 0], _fit_dict(_flat(place_x), _flat(place_y), PLACE_C, None),
+                  place_vectors[place_labels == 1], place_vectors[place_labels == 0],
                   vec, clause,
                   _fit_dict(start_x, start_y, 1.0), _fit_dict(end_x, end_y, 1.0), _fit_dict(pair_x, pair_y, 0.5))
 
@@ -424,8 +423,9 @@ def _fingerprint() -> str:
 
     h = hashlib.sha256(f"{VERSION} {sklearn.__version__}".encode())
     for name in TRAIN_FILES:
-        h.update(data_path("working", name).read_bytes())
-    for module in ("working_models.py", "working_read.py"):
+        path = data_path(*name.split("/"))
+        h.update(path.read_bytes() if path.exists() else b"")
+    for module in ("working_models.py", "working_read.py", "working_data.py"):
         h.update((Path(__file__).parent / module).read_bytes())
     return h.hexdigest()[:16]
 

@@ -1,0 +1,116 @@
+"""The offline stand-in for dedup decisions and working-memory upkeep on phrasing nobody here wrote (issue #29):
+abstention toward "new", a place mentioned in passing never becomes a timezone, goals are never a bare
+year, and the evaluation helpers score the independent sets without training on them."""
+import pytest
+
+import memorykit as mk
+from memorykit.course import dedup_eval, working_eval
+from memorykit.errors import ValidationError
+
+
+# ------------------------------------------------------------------ dedup: abstention and training data
+def test_a_close_call_is_stored_as_new_and_a_clear_one_is_not():
+    from memorykit.offline.decide_model import NEW_MARGIN, decision
+
+    close = {"duplicate": 0.40 + NEW_MARGIN / 2, "update": 0.2 - NEW_MARGIN / 2, "invalidate": 0.0, "new": 0.40}
+    clear = {"duplicate": 0.40 + 2 * NEW_MARGIN, "update": 0.2 - 2 * NEW_MARGIN, "invalidate": 0.0, "new": 0.40}
+    assert decision(close) == "new"
+    assert decision(clear) == "duplicate"
+    assert decision({"duplicate": 0.1, "update": 0.7, "invalidate": 0.0, "new": 0.2}) == "update"
+    assert decision(close, margin=0.0) == "duplicate"   # the margin is what turns the close call
+
+
+def test_the_decider_learns_from_both_training_sets_and_never_from_an_evaluation_set():
+    from memorykit.offline.decide_model import training_pairs
+
+    pairs = {(p["existing"], p["new"]) for p in training_pairs()}
+    course = {(p["existing"], p["new"]) for p in dedup_eval.load_pairs("train")}
+    apart = {(p["existing"], p["new"]) for p in dedup_eval.load_pairs("independent_train")}
+    assert course <= pairs and apart <= pairs and len(apart) > 400
+    for split in ("heldout", "independent"):
+        assert not pairs & {(p["existing"], p["new"]) for p in dedup_eval.load_pairs(split)}, split
+
+
+def test_an_unknown_split_is_a_clear_error():
+    with pytest.raises(ValidationError, match="unknown split"):
+        dedup_eval.load_pairs("heldout.jsonl")
+
+
+def test_split_summary_counts_only_totals():
+    import pandas as pd
+
+    frame = pd.DataFrame({"label": ["new", "new", "duplicate", "update"],
+                          "decided": ["new", "duplicate", "duplicate", "new"]})
+    row = dedup_eval.split_summary({"tiny": frame}).loc["tiny"]
+    assert row["pairs"] == 4 and row["accuracy"] == 0.5
+    assert row["new facts right"] == "1/2" and row["new called duplicate"] == 1 and row["new called update"] == 0
+
+
+# ------------------------------------------------------------------ working memory: what counts
+def test_a_null_expected_value_is_not_a_fact_and_passing_mentions_are_counted_apart():
+    dialog = {"expected": {"name": None, "timezone": None, "goals": ["run 10k"], "preferences": [],
+                           "not_name": "Marta", "not_timezone": "Europe/Paris", "not_goals": ["swim"]}}
+    want, superseded, absent = working_eval.expected_facts(dialog)
+    assert want == ["run 10k"]
+    assert superseded == ["swim"]                      # no current name/timezone replaced Marta or Paris
+    assert sorted(absent) == ["Europe/Paris", "Marta", "swim"]
+    changed = {"expected": {"name": "Sam", "timezone": "Asia/Tokyo", "goals": [], "preferences": [],
+                            "not_name": "Samuel", "not_timezone": "Europe/Paris"}}
+    want, superseded, absent = working_eval.expected_facts(changed)
+    assert want == ["Sam", "Asia/Tokyo"] and sorted(superseded) == sorted(absent) == ["Europe/Paris", "Samuel"]
+
+
+def test_the_independent_dialogs_load_with_their_null_values():
+    dialogs = working_eval.load_dialogs(working_eval.INDEPENDENT)
+    assert len(dialogs) >= 40 and all("turns" in d and "expected" in d for d in dialogs)
+    facts = sum(len(working_eval.expected_facts(d)[0]) for d in dialogs)
+    assert facts > 200
+
+
+def test_the_working_models_never_learn_from_an_evaluation_dialog():
+    from memorykit.offline import working_data as wm
+    from memorykit.offline.text import normalize
+
+    trained = {normalize(row["text"]) for row in wm.profile_rows()}
+    assert len(wm.independent_rows()) > 600
+    fit, dev = wm.independent_rows("fit"), wm.independent_rows("dev")
+    assert fit and dev and len(fit) + len(dev) == len(wm.independent_rows())
+    for name in ("profile_heldout.jsonl", working_eval.INDEPENDENT):  # dialogs.jsonl is a demo set, trained on
+        turns = {normalize(t) for d in working_eval.load_dialogs(name) for t in d["turns"]}
+        assert not trained & turns, name
+
+
+# ------------------------------------------------------------------ working memory: places and goals
+def test_a_goal_span_is_never_a_bare_year_or_number():
+    from memorykit.offline.working_read import names_something
+
+    for bare in ("Year", "2025", "this year", "June 3rd", "this month"):
+        assert not names_something(bare), bare
+    for real in ("learn Spanish", "run a marathon by May", "save 5000 euros"):
+        assert names_something(real), real
+
+
+@pytest.mark.parametrize("passing", [
+    "My wife and I honeymooned in Paris back in 2015, best trip ever.",
+    pytest.param("My sister just moved to Melbourne for her new job.", marks=pytest.mark.xfail(
+        strict=True, reason="known miss: a relative's move still reads as the user's home")),
+    "Next month we're flying to Tokyo for a conference.",
+])
+def test_a_place_mentioned_in_passing_is_not_where_the_user_lives(passing):
+    from memorykit.offline.working_read import read
+
+    assert read(passing).timezone is None, passing
+
+
+def test_where_the_user_lives_sets_the_timezone_for_that_user_only(r, ns, llm):
+    """Two users at once, one with an adversarial id: a home sets the timezone, a honeymoon does not."""
+    wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE, scope="user")
+    home, trip = "system|{x} ünï", "ana"
+    wm.observe("I live in Lisbon and work from home.", llm, user_id=home)
+    wm.observe("We honeymooned in Paris years ago. This year I want to learn to sail.", llm, user_id=trip)
+    assert "Europe/Lisbon" in wm.get(home)
+    got = wm.get(trip) or ""
+    assert "Europe/Paris" not in got and "Lisbon" not in got
+    assert "- Year" not in got
+    wm.delete_all(trip)
+    assert "Europe/Lisbon" in wm.get(home)
