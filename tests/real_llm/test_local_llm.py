@@ -120,7 +120,8 @@ def test_a_replayed_workflow_reaches_the_model(local, r, emb, ns):
     """A replay is the model's first step: it answers from the replayed result, or its own calls replace it."""
     procs = mk.ProcedureStore(r, emb, namespace=ns)
     calls = [{"name": "get_sleep_analysis", "arguments": {"period": "this_week"}}]
-    procs.store("How did I sleep this week?", ["get_sleep_analysis"], 1.0, 10, query_type="lookup", calls=calls)
+    procs.store("How did I sleep this week?", ["get_sleep_analysis"], 1.0, 10, query_type="lookup", calls=calls,
+                user_id="wellness_user")
     agent = mk.ToolAgent(r, llm=local, tools=mk.wellness_tools("wellness_user"), procedures=procs, learn=False,
                          max_steps=3)
     seen: list[list[Message]] = []
@@ -179,6 +180,8 @@ def test_memory_agent_four_turns_two_threads(local_server, r, emb, ns):
     timings, turns = [], []
     try:
         for thread, text in said:
+            if turns and thread != said[len(turns) - 1][0]:
+                agent.flush()  # a new thread does not wait for another thread's writes: let t1's memories land
             started = time.monotonic()
             turn = agent.chat(text, user_id=user, thread_id=thread)
             timings.append(time.monotonic() - started)
