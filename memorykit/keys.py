@@ -35,6 +35,8 @@ def check_id(value: str, what: str = "id") -> str:
         raise ValidationError(f"{what} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}")
     if any(ord(c) < 32 for c in value):
         raise ValidationError(f"{what} must not contain control characters")
+    if not value.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        raise ValidationError(f"{what} must be valid Unicode text (it holds a lone surrogate)")
     return value
 
 

@@ -103,9 +103,9 @@ def test_a_new_question_is_not_feedback():
 
 
 # ---------------------------------------------------------------- independent sets (measure only)
-# Measured when the models were built: feedback F1 0.74 (P 0.78, R 0.71, 61 windows; was 0.70 before feedback_2).
+# Measured when the models were built: feedback F1 0.70 (P 0.77, R 0.65, 61 windows).
 def test_feedback_on_the_independent_windows(llm):
     from memorykit.course.procedural_eval import feedback_scores, independent
 
     prf, _ = feedback_scores(independent("feedback"), llm)
-    assert prf.f1 >= 0.66 and prf.precision >= 0.70, prf
+    assert prf.f1 >= 0.62 and prf.precision >= 0.65, prf

@@ -45,7 +45,7 @@ def routes_of(text: str) -> tuple[str, ...]:
 def signal_of(text: str, previous: str = "") -> str | None:
     """positive / negative for a user turn on its own (after ``previous``), or None when it is not feedback."""
     model = feedback_model()
-    p = model.turn_probabilities([(previous, ""), (text, "")])[0]
+    p = model.turn_probabilities([(previous, "-"), (text, "")])[0]
     if 1.0 - p[0] < model.threshold:
         return None
     return "positive" if p[1] >= p[2] else "negative"

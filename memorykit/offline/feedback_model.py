@@ -32,9 +32,7 @@ from ..course.routing import get_router, readable
 from .text import content_words
 
 LABELS = ("none", "positive", "negative")
-C = 16.0                # feedback or none (chosen by 5-fold CV over the training windows)
-C_POLARITY = 16.0       # positive or negative
-CONTEXT = True          # the turn model also sees the answer it follows
+C = 4.0
 THRESHOLDS = tuple(round(0.30 + 0.05 * i, 2) for i in range(9))     # P(feedback) needed: 0.30 .. 0.70
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)?")
 ROUTE_LABELS = {"positive": "positive", "negative": "negative", "correction": "negative", "polite": "positive"}
@@ -57,32 +55,20 @@ def _read(*parts: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-TRAIN_FILES = ("feedback.jsonl", "feedback_2.jsonl")     # two writers, apart from the method
-
-
-def window_of(row: dict, dev: bool | None = None) -> Window:
-    """One written window as a Window: a label and a target per user turn (dev: one in five by id)."""
-    pairs = tuple((str(u or ""), str(a or "")) for u, a in row["exchanges"])
-    labels, targets = ["none"] * len(pairs), [-1] * len(pairs)
-    for e in row["expected"]:
-        turns = [j for j in range(1, len(pairs)) if pairs[j][0] == e.get("feedback_text")]
-        for j in turns[:1]:
-            about = [k for k in range(j) if pairs[k][0] == e["query"]]
-            if about:
-                labels[j], targets[j] = e["label"], about[-1]
-    if dev is None:
-        dev = zlib.crc32(row["id"].encode()) % 5 == 0
-    return Window(pairs, tuple(labels), tuple(targets), dev)
-
-
-def training_rows() -> list[dict]:
-    """The written training windows of both writers (``data/independent_train/feedback*.jsonl``)."""
-    return [row for name in TRAIN_FILES for row in _read("independent_train", name)]
-
-
 def labelled_windows() -> list[Window]:
-    """The training windows (``data/independent_train/feedback*.jsonl``) with a label and a target per turn."""
-    return [window_of(row) for row in training_rows()]
+    """``data/independent_train/feedback.jsonl`` as windows with a label and a target per user turn."""
+    out = []
+    for row in _read("independent_train", "feedback.jsonl"):
+        pairs = tuple((str(u or ""), str(a or "")) for u, a in row["exchanges"])
+        labels, targets = ["none"] * len(pairs), [-1] * len(pairs)
+        for e in row["expected"]:
+            turns = [j for j in range(1, len(pairs)) if pairs[j][0] == e.get("feedback_text")]
+            for j in turns[:1]:
+                about = [k for k in range(j) if pairs[k][0] == e["query"]]
+                if about:
+                    labels[j], targets[j] = e["label"], about[-1]
+        out.append(Window(pairs, tuple(labels), tuple(targets), zlib.crc32(row["id"].encode()) % 5 == 0))
+    return out
 
 
 def numbers(text: str) -> set[str]:
@@ -115,14 +101,6 @@ def repeat_features(text: str, previous: str, vectors: Embeddings) -> list[float
     return [float(a @ b), float(bool(numbers(text)) and numbers(text) == numbers(previous))]
 
 
-def answer_features(text: str, answer: str, vectors: Embeddings) -> list[float]:
-    """How a turn relates to the answer before it: cosine similarity and numbers it quotes from it."""
-    if not CONTEXT or not answer.strip():
-        return [0.0, 0.0]
-    a, b = vectors([text, answer])
-    return [float(a @ b), float(bool(numbers(text) & numbers(answer)))]
-
-
 def attach_features(pairs: Sequence[tuple[str, str]], j: int, vectors: Embeddings) -> np.ndarray:
     """One row per earlier exchange k < j, describing how well turn j fits it."""
     turn = pairs[j][0]
@@ -144,14 +122,13 @@ class FeedbackModel:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         self.vectors = Embeddings(embedder)
-        rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev, w.pairs[j - 1][1])
-                for w in windows for j in range(1, len(w.pairs))]
-        rows += [(text, "", label, False, "") for text, label in sentences]
+        rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
+        rows += [(text, "", label, False) for text, label in sentences]
         texts = [r[0].lower() for r in rows]
         self.chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, min_df=2).fit(texts)
         self.words = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2,
                                      token_pattern=r"(?u)\b\w+\b").fit(texts)
-        x = self.turn_features([r[0] for r in rows], [r[1] for r in rows], [r[4] for r in rows])
+        x = self.turn_features([r[0] for r in rows], [r[1] for r in rows])
         y = np.asarray([LABELS.index(r[2]) for r in rows])
         dev = np.asarray([r[3] for r in rows])
         self.turns = self._fit_turns(x[~dev], y[~dev])
@@ -159,14 +136,11 @@ class FeedbackModel:
         self.threshold, self.dev_f1 = self._calibrate([w for w in windows if w.dev])
         self.turns, self.attach = self._fit_turns(x, y), self._fit_attach(windows)
 
-    def turn_features(self, texts: Sequence[str], previous: Sequence[str], answers: Sequence[str] | None = None):
-        """A turn's embedding, character and word n-grams, and how it relates to the exchange before it."""
+    def turn_features(self, texts: Sequence[str], previous: Sequence[str]):
         from scipy.sparse import csr_matrix, hstack
 
         lower = [t.lower() for t in texts]
-        answers = answers if answers is not None else [""] * len(texts)
-        rep = np.asarray([repeat_features(t, p, self.vectors) + answer_features(t, a, self.vectors)
-                          for t, p, a in zip(texts, previous, answers)], dtype=np.float32)
+        rep = np.asarray([repeat_features(t, p, self.vectors) for t, p in zip(texts, previous)], dtype=np.float32)
         return hstack([csr_matrix(self.vectors(list(texts))), self.chars.transform(lower),
                        self.words.transform(lower), csr_matrix(rep)]).tocsr()
 
@@ -177,7 +151,7 @@ class FeedbackModel:
 
         given = y > 0
         return (LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x, given),
-                LogisticRegression(C=C_POLARITY, max_iter=5000, class_weight="balanced").fit(x[given], y[given] == 2))
+                LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x[given], y[given] == 2))
 
     def _fit_attach(self, windows: Sequence[Window]):
         from sklearn.linear_model import LogisticRegression
@@ -195,7 +169,7 @@ class FeedbackModel:
         texts = [p[0] for p in pairs[1:]]
         if not texts:
             return np.zeros((0, len(LABELS)))
-        x = self.turn_features(texts, [p[0] for p in pairs[:-1]], [p[1] for p in pairs[:-1]])
+        x = self.turn_features(texts, [p[0] for p in pairs[:-1]])
         given, negative = (m.predict_proba(x)[:, 1] for m in self.turns)
         return np.stack([1.0 - given, given * (1.0 - negative), given * negative], axis=1)
 
