@@ -19,6 +19,7 @@ import threading
 import time
 
 import memorykit as mk
+from agent import Delayed  # benchmarks/agent.py: the offline model plus a fixed delay per call
 
 NS = "benchmultiuser"
 LINES = ["Hi, my name is {name} and I live in {city}.", "I started running three times a week.",
@@ -26,22 +27,6 @@ LINES = ["Hi, my name is {name} and I live in {city}.", "I started running three
          "I prefer short answers.", "Where do I live?"]
 PEOPLE = [("Ana", "Lisbon"), ("Bo", "Oslo"), ("Chen", "Taipei"), ("Dara", "Dublin"), ("Eli", "Quito"),
           ("Femi", "Lagos"), ("Gus", "Perth"), ("Hana", "Kyoto"), ("Ivo", "Split"), ("Jun", "Busan")]
-
-
-class Delayed:
-    """The offline model plus a fixed delay per call: a stand-in for a network round trip (labelled)."""
-
-    def __init__(self, inner, delay_ms: float):
-        self.inner, self.delay = inner, delay_ms / 1000
-        self.label = f"offline + {delay_ms:.0f} ms simulated latency"
-
-    def perform(self, task, inp, tools=None):
-        time.sleep(self.delay)
-        return self.inner.perform(task, inp, tools=tools)
-
-    def chat(self, messages, **kwargs):
-        time.sleep(self.delay)
-        return self.inner.chat(messages, **kwargs)
 
 
 def clean(r, namespace: str) -> None:
