@@ -63,6 +63,7 @@ class Settings:
     distance_threshold: float = _from_env("MEMORYKIT_DISTANCE_THRESHOLD", "0.69", float)
     redis_appendfsync: str = _from_env("MEMORYKIT_REDIS_APPENDFSYNC", "everysec")
     redis_timeout: float = _from_env("MEMORYKIT_REDIS_TIMEOUT", "10", float)  # seconds per command / connect
+    usage_log: str | None = _from_env("MEMORYKIT_USAGE_LOG")  # a JSON-lines file every model call is appended to
 
     def max_tokens_for(self, task: str, default: int | None = None) -> int:
         """A task's output budget: ``MEMORYKIT_LLM_MAX_TOKENS_<TASK>``, else the task's own, else the global one."""

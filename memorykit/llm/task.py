@@ -10,7 +10,7 @@ import re
 import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Callable, Generic, Iterator, Protocol, Sequence, TypeVar
 
 from pydantic import AfterValidator, BaseModel, StringConstraints, ValidationError
@@ -171,6 +171,9 @@ def usage_meter(llm: Any) -> Iterator[UsageMeter]:
 
 
 def _record(usage: Usage, llm: Any = None) -> Usage:
+    if path := settings().usage_log:  # one JSON line per call, from any process: how a notebook's calls are counted
+        with open(path, "a", encoding="utf-8") as log_file:
+            log_file.write(json.dumps({**asdict(usage), "model": usage.model or getattr(llm, "model", "")}) + "\n")
     for calls in _collectors.get():
         calls.append(usage)
     with _meters_lock:
