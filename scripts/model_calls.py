@@ -5,7 +5,7 @@
 
 Each notebook is executed top to bottom against the local model server (``MEMORYKIT_LLM=local``:
 llama.cpp with SmolLM2-135M, ``make setup-llm``), with ``MEMORYKIT_USAGE_LOG`` set so memorykit's usage
-accounting appends one JSON line per model call. Calls and tokens are counted from those lines (the
+client appends one JSON line per request it sends. Calls and tokens are counted from those lines (the
 server's own token counts), priced with ``memorykit.config.PRICES`` for current small OpenAI models, and
 written to ``docs/model_calls.json``, which each notebook's "With a real model" section shows. Call
 counts depend a little on the model: a model that extracts more memories makes more dedup calls.
@@ -47,14 +47,12 @@ def run(notebook: Path, log: Path) -> tuple[bool, float]:
 def summarize(log: Path) -> dict:
     """Calls, requests and tokens of the model calls in ``log`` (the offline stand-in's records left out)."""
     rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    rows = [r for r in rows if "offline" not in (r.get("model") or "").lower()]
     prompt, completion = sum(r["prompt_tokens"] for r in rows), sum(r["completion_tokens"] for r in rows)
     tasks: dict[str, int] = {}
     for r in rows:
         tasks[r["task"]] = tasks.get(r["task"], 0) + 1
     cost = {m: round((prompt * price_for(m)[0] + completion * price_for(m)[1]) / 1e6, 4) for m in PRICED}
-    return {"calls": len(rows), "requests": sum(r.get("requests", 1) for r in rows),
-            "failed": sum(1 for r in rows if not r.get("ok", True)), "prompt_tokens": prompt,
+    return {"calls": len(rows), "prompt_tokens": prompt,
             "completion_tokens": completion, "by_task": dict(sorted(tasks.items())), "cost_usd": cost}
 
 

@@ -19,7 +19,7 @@ from ..config import settings
 from ..errors import LLMError
 from ..messages import Message, count_tokens, to_openai
 from .schema import hoist_defs, strict_schema
-from .task import add_usage  # noqa: F401  (re-exported for LlamaCppChat)
+from .task import add_usage, log_request  # noqa: F401  (add_usage re-exported for LlamaCppChat)
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,7 @@ class OpenAIChat:
             else:
                 reply.usage = reply.usage or estimated_usage(call.messages, reply.content)
                 reply.usage["truncated"] = int(finish == "length")  # run_task asks once more, with more room
+                log_request(self.model, reply.usage)
                 return reply
             attempt += 1
             backoff = wait if wait is not None else 0.5 * 2 ** (attempt - 1)

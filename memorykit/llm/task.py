@@ -10,7 +10,7 @@ import re
 import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Generic, Iterator, Protocol, Sequence, TypeVar
 
 from pydantic import AfterValidator, BaseModel, StringConstraints, ValidationError
@@ -170,10 +170,18 @@ def usage_meter(llm: Any) -> Iterator[UsageMeter]:
                 del _meters[id(llm)]
 
 
-def _record(usage: Usage, llm: Any = None) -> Usage:
-    if path := settings().usage_log:  # one JSON line per call, from any process: how a notebook's calls are counted
+_task_name: ContextVar[str] = ContextVar("memorykit_task", default="chat")
+
+
+def log_request(model: str, usage: dict[str, int]) -> None:
+    """Append one model request to ``MEMORYKIT_USAGE_LOG`` (a JSON-lines file) when it is set: how
+    ``scripts/model_calls.py`` counts a whole notebook's calls, plain chats and tasks alike."""
+    if path := settings().usage_log:
         with open(path, "a", encoding="utf-8") as log_file:
-            log_file.write(json.dumps({**asdict(usage), "model": usage.model or getattr(llm, "model", "")}) + "\n")
+            log_file.write(json.dumps({"task": _task_name.get(), "model": model, **usage}) + "\n")
+
+
+def _record(usage: Usage, llm: Any = None) -> Usage:
     for calls in _collectors.get():
         calls.append(usage)
     with _meters_lock:
@@ -311,11 +319,19 @@ def _chat(llm: ChatModel, task: Task, messages: list[Message], **kwargs: Any) ->
     """One chat call, recorded with the server's token counts (estimated when it sends none) and cost. An
     answer cut off at its budget (``finish_reason: length``) is asked for once more with twice the room (at
     most ``MEMORYKIT_LLM_MAX_TOKENS_CAP``); cut off again, the task fails. Both requests count."""
-    reply = llm.chat(messages, **kwargs)
+    token = _task_name.set(task.name)
+    try:
+        reply = llm.chat(messages, **kwargs)
+    finally:
+        _task_name.reset(token)
     if (getattr(reply, "usage", None) or {}).get("truncated"):
         budget = min(2 * kwargs["max_tokens"], settings().llm_max_tokens_cap)
         log.info("task %s: answer cut off at %d tokens; once more with %d", task.name, kwargs["max_tokens"], budget)
-        first, reply = reply.usage, llm.chat(messages, **{**kwargs, "max_tokens": budget})
+        token = _task_name.set(task.name)
+        try:
+            first, reply = reply.usage, llm.chat(messages, **{**kwargs, "max_tokens": budget})
+        finally:
+            _task_name.reset(token)
         reply.usage = add_usage(first, reply.usage)
     counts = getattr(reply, "usage", None) or {}
     prompt, completion = counts.get("prompt_tokens"), counts.get("completion_tokens")
