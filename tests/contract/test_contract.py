@@ -181,3 +181,18 @@ def test_threads_that_meet_the_same_refusal_teach_the_client_once():
         assert {e.param for e in fake.rejected()} == {"max_tokens", "temperature"}
     finally:
         fake.close()
+
+
+def test_the_usage_log_has_one_line_per_request_with_the_servers_counts(served, tmp_path, monkeypatch):
+    fake, llm = served
+    log = tmp_path / "usage.jsonl"
+    monkeypatch.setenv("MEMORYKIT_USAGE_LOG", str(log))
+    llm.chat([mk.Message(role="user", content="hello")])  # a plain chat, outside any task
+    run_all(llm)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    accepted = [e for e in fake.log if e.status == 200]
+    assert len(rows) == len(accepted) > len(all_tasks())
+    assert rows[0]["task"] == "chat" and {r["task"] for r in rows[1:]} <= {*(n.partition("[")[0] for n in all_tasks())}
+    assert all(r["model"] == fake.profile.model for r in rows)
+    if fake.profile.stream_usage != "never":
+        assert sum(r["prompt_tokens"] for r in rows) == sum(e.usage["prompt_tokens"] for e in accepted if e.usage)
