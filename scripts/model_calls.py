@@ -33,6 +33,7 @@ PRICED = ("gpt-5-nano", "gpt-5-mini", "gpt-4o-mini")
 def run(notebook: Path, log: Path) -> tuple[bool, float]:
     """Execute ``notebook`` against the local model, the usage log at ``log``: (finished cleanly, seconds)."""
     env = dict(os.environ, MEMORYKIT_LLM="local", MEMORYKIT_USAGE_LOG=str(log))
+    env.setdefault("MEMORYKIT_LLM_TIMEOUT", "300")  # counts, not speed: a busy machine must not fail a call
     with tempfile.TemporaryDirectory() as tmp:
         start = time.monotonic()
         proc = subprocess.run(

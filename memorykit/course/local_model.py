@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import socket
 import subprocess
 import sys
@@ -27,6 +28,8 @@ from ..config import settings
 from ..errors import LLMError
 from ..llm.openai_chat import OpenAIChat, Refusal, add_usage, estimated_usage, usage_of
 from ..messages import Message, to_openai
+
+log = logging.getLogger(__name__)
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SERVER_PACKAGES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
@@ -204,6 +207,10 @@ class LlamaCppChat(OpenAIChat):
             stream.close()
         if refusal:
             raise Refusal(refusal)
+        if finish is None:  # the server broke the stream off without an error (seen on some prompts): ask unstreamed
+            log.warning("the local model's stream ended without a finish reason; asking again without streaming")
+            plain = {k: v for k, v in kwargs.items() if k != "stream_options"}
+            return super()._complete(plain, max(deadline - time.monotonic(), 0.1), deadline)
         reply.usage = reply.usage or estimated_usage(kwargs["messages"], reply.content)
         return reply, finish
 

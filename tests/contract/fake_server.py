@@ -126,7 +126,7 @@ class FakeServer:
     answers: dict[str, Any]           # task name -> canned JSON answer
     prompts: dict[str, str]           # first words of a task's system prompt -> task name
     log: list[Logged] = field(default_factory=list)
-    inject: list[str] = field(default_factory=list)   # "length", "refusal", "transient500" for coming requests
+    inject: list[str] = field(default_factory=list)   # "length", "refusal", "transient500", "broken_stream"
 
     def __post_init__(self):
         fake, self._lock = self, threading.Lock()
@@ -260,6 +260,10 @@ class FakeServer:
         if injected == "refusal":
             message, finish = {"role": "assistant", "content": None, "refusal": "I can't help with that."}, "stop"
         entry.usage = self.usage(body, message)
+        if body.get("stream") and injected == "broken_stream":  # llama-cpp-python on some prompts: the role, then nothing
+            entry.usage = None
+            return 200, {}, [{"id": "c", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
+                              "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}]
         if body.get("stream"):
             return 200, {}, self.chunks(body, message, finish, entry.usage)
         return 200, {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body["model"],

@@ -196,3 +196,15 @@ def test_the_usage_log_has_one_line_per_request_with_the_servers_counts(served, 
     assert all(r["model"] == fake.profile.model for r in rows)
     if fake.profile.stream_usage != "never":
         assert sum(r["prompt_tokens"] for r in rows) == sum(e.usage["prompt_tokens"] for e in accepted if e.usage)
+
+
+def test_a_stream_broken_off_without_a_finish_reason_is_asked_again_unstreamed():
+    fake = FakeServer(PROFILES["llama.cpp"], ANSWERS, prompts())
+    fake.inject.append("broken_stream")
+    try:
+        llm = LlamaCppChat("local", api_key="x", base_url=fake.url, family="compatible")
+        reply = llm.chat([{"role": "user", "content": "hello"}])
+    finally:
+        fake.close()
+    assert [bool(e.body.get("stream")) for e in fake.log] == [True, False]
+    assert reply.content.strip() and reply.usage["estimated"] == 0
