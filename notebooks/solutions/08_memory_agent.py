@@ -1,4 +1,4 @@
-# Reference solution for notebook 08's exercise (tests/test_exercises.py runs it in place of the stub).
+# Solutions for notebook 08's exercise (tests/test_exercises.py runs each in place of the stub).
 
 # %% exercise 1
 import dataclasses
@@ -14,3 +14,18 @@ def no_health(prompt):
             m = dataclasses.replace(m, content="\n".join(kept))
         out.append(m)
     return out
+
+# %% exercise 1 also correct
+def no_health(prompt):
+    words = ("allergy", "allergic", "peanut", "insulin", "diabetes")
+    def clean(text):
+        return "\n".join(line for line in text.split("\n") if not any(w in line.lower() for w in words))
+    return [mk.Message(role=m.role, content=clean(m.content)) if m.role == "system" else m for m in prompt]
+
+# %% exercise 1 wrong
+def no_health(prompt):
+    # cleans every message, so the user's own question ("What am I allergic to?") is emptied too
+    words = ("allerg", "peanut", "insulin", "diabet")
+    return [mk.Message(role=m.role, content="\n".join(line for line in m.content.splitlines()
+                                                      if not any(w in line.lower() for w in words)))
+            for m in prompt]
