@@ -1,6 +1,8 @@
 # Reference solution for notebook 06's exercise (tests/test_exercises.py runs it in place of the stub).
 
 # %% exercise 1 also correct
+for p in procs.list(USER):                          # start clean on every run
+    procs.delete(p.id, user_id=USER)
 target = "Is evening yoga helping my sleep quality?"
 teaching = "How does my sleep quality compare on days I do yoga?"
 taught = cold_agent.run(teaching, user_id=USER)
@@ -10,6 +12,8 @@ if taught.evaluation.success_score >= 0.7:
 fixed = warm_agent.run(target, user_id=USER)
 
 # %% exercise 1 wrong
+for p in procs.list(USER):                          # start clean on every run
+    procs.delete(p.id, user_id=USER)
 target = "Is evening yoga helping my sleep quality?"
 teaching = target                                  # the target's own cold run has the wrong tools
 taught = cold_agent.run(teaching, user_id=USER)
@@ -19,6 +23,8 @@ if taught.evaluation.success_score >= 0.7:
 fixed = warm_agent.run(target, user_id=USER)
 
 # %% exercise 1
+for p in procs.list(USER):                          # start clean on every run
+    procs.delete(p.id, user_id=USER)
 target = "Is evening yoga helping my sleep quality?"
 print("cold:", cold_agent.run(target, user_id=USER).tools_used)
 
