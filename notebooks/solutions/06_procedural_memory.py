@@ -1,11 +1,37 @@
 # Reference solution for notebook 06's exercise (tests/test_exercises.py runs it in place of the stub).
 
-# %% exercise 1
-my_question = "Is my sleep in line with my goals?"
-my_paraphrase = "Am I sleeping as much as I wanted to?"
+# %% exercise 1 also correct
+for p in procs.list(USER):                          # start clean on every run
+    procs.delete(p.id, user_id=USER)
+target = "Is evening yoga helping my sleep quality?"
+teaching = "How does my sleep quality compare on days I do yoga?"
+taught = cold_agent.run(teaching, user_id=USER)
+if taught.evaluation.success_score >= 0.7:
+    procs.store(taught.query, taught.tools_used, taught.evaluation.success_score, taught.execution_time_ms,
+                user_id=USER, calls=taught.calls)
+fixed = warm_agent.run(target, user_id=USER)
 
-mine = cold_agent.run(my_question, user_id=USER)
-if mine.evaluation.success_score >= 0.7:
-    procs.store(mine.query, mine.tools_used, mine.evaluation.success_score, mine.execution_time_ms,
+# %% exercise 1 wrong
+for p in procs.list(USER):                          # start clean on every run
+    procs.delete(p.id, user_id=USER)
+target = "Is evening yoga helping my sleep quality?"
+teaching = target                                  # the target's own cold run has the wrong tools
+taught = cold_agent.run(teaching, user_id=USER)
+if taught.evaluation.success_score >= 0.7:
+    procs.store(taught.query, taught.tools_used, taught.evaluation.success_score, taught.execution_time_ms,
                 user_id=USER)
-followed = warm_agent.run(my_paraphrase, user_id=USER)
+fixed = warm_agent.run(target, user_id=USER)
+
+# %% exercise 1
+for p in procs.list(USER):                          # start clean on every run
+    procs.delete(p.id, user_id=USER)
+target = "Is evening yoga helping my sleep quality?"
+print("cold:", cold_agent.run(target, user_id=USER).tools_used)
+
+teaching = "Does yoga improve my sleep?"
+taught = cold_agent.run(teaching, user_id=USER)
+print("your question, cold:", taught.tools_used, "| score:", taught.evaluation.success_score)
+if taught.evaluation.success_score >= 0.7:
+    procs.store(taught.query, taught.tools_used, taught.evaluation.success_score, taught.execution_time_ms,
+                user_id=USER)
+fixed = warm_agent.run(target, user_id=USER)
