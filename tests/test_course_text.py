@@ -47,3 +47,28 @@ def test_redis_is_opened_up_somewhere():
     for needle in ("FT.SEARCH", "FT.INFO", "register_script", "MULTI"):
         assert needle in code, needle
     assert "WATCH" in code or ".watch(" in code
+
+
+def markdown_words(path: Path) -> int:
+    """Words of prose a learner reads in one notebook: whitespace-separated tokens of its markdown cells."""
+    nb = nbformat.read(path, as_version=4)
+    return sum(len(re.findall(r"\S+", c.source)) for c in nb.cells if c.cell_type == "markdown")
+
+
+@pytest.mark.xfail(strict=False, reason="issue #30: holds once every course engineer's cut is merged; "
+                                        "the lead removes this mark then")
+def test_the_course_prose_fits_its_budget():
+    words = {p.name[:2]: markdown_words(p) for p in NOTEBOOKS}
+    assert sum(words.values()) <= 19_000, f"{sum(words.values()):,} words of markdown, over 19,000: {words}"
+
+
+NOT_YET_TAGGED = {"09": "issue #30: notebook 09's markers move to cell tags on its own branch (scalebench)"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(strict=False, reason=NOT_YET_TAGGED[p.name[:2]]))
+                                  if p.name[:2] in NOT_YET_TAGGED else p for p in NOTEBOOKS], ids=lambda p: p.stem[:2])
+def test_no_code_cell_starts_with_an_nbval_comment(path):
+    nb = nbformat.read(path, as_version=4)
+    marked = [i for i, c in enumerate(nb.cells)
+              if c.cell_type == "code" and re.match(r"\s*#\s*NBVAL", c.source, re.IGNORECASE)]
+    assert not marked, f"{path.name}: cells {marked} start with an nbval comment; use cell tags (nbval-check-output, ...)"

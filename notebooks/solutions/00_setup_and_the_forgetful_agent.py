@@ -1,9 +1,25 @@
-# Reference solution for notebook 00's exercise (tests/test_exercises.py runs it in place of the stub).
+# Notebook 00's exercise: the reference solution, another correct answer and a wrong one (tests/test_exercises.py).
 
 # %% exercise 1
 def build_messages(earlier, text):
     """The messages for one call: every earlier message, in order, then `text` as a new user message."""
     return [*earlier, mk.Message(role="user", content=text)]
+
+my_fact = "I play the cello in an orchestra."
+my_question = "Which instrument do I play?"
+
+# %% exercise 1 also correct
+def build_messages(earlier, text):
+    """A tuple is as good as a list: the chat call only iterates over the messages."""
+    return (*earlier, mk.Message(role="user", content=text))
+
+my_fact = "My dog is called Pixel."
+my_question = "What is the name of my dog?"
+
+# %% exercise 1 wrong
+def build_messages(earlier, text):
+    """Wrong: the new message goes first, so the model reads the turns out of order."""
+    return [mk.Message(role="user", content=text), *earlier]
 
 my_fact = "I play the cello in an orchestra."
 my_question = "Which instrument do I play?"

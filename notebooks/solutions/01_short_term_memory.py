@@ -1,4 +1,4 @@
-# Reference solution for notebook 01's exercise (tests/test_exercises.py runs it in place of the stub).
+# Notebook 01's exercise: the reference solution, another correct answer and a wrong one (tests/test_exercises.py).
 
 # %% exercise 1
 def keep_last(messages, n):
@@ -12,3 +12,16 @@ def keep_last(messages, n):
     while start < len(messages) and messages[start].role != "user":
         start += 1
     return list(messages[:head]) + list(messages[start:])
+
+# %% exercise 1 also correct
+def keep_last(messages, n):
+    """Every user message near enough the end is a valid start; take the earliest one, as a tuple."""
+    head = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
+    starts = [i for i in range(head, len(messages)) if messages[i].role == "user" and len(messages) - i <= n]
+    return tuple(messages[:head]) + tuple(messages[starts[0]:] if starts else ())
+
+# %% exercise 1 wrong
+def keep_last(messages, n):
+    """Wrong: a plain slice of the last n messages may start with a tool result or an assistant reply."""
+    head = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
+    return list(messages[:head]) + list(messages[max(head, len(messages) - n):])

@@ -1,12 +1,52 @@
-# Reference solution for notebook 02's exercise (tests/test_exercises.py runs it in place of the stub).
+# Notebook 02's exercise: the reference solution, another correct answer and a wrong one (tests/test_exercises.py).
 
 # %% exercise 1
-class ByChars:
-    """Summarize when the prompt's text is longer than max_chars characters; keep the last keep_last."""
+class KeepTokens:
+    """Summarize when the prompt is over max_tokens; keep verbatim the recent messages that fit in keep_tokens."""
 
-    def __init__(self, max_chars: int = 2000, keep_last: int = 6):
-        self.max_chars = max_chars
-        self.keep_last = keep_last
+    def __init__(self, max_tokens: int = 600, keep_tokens: int = 200):
+        self.max_tokens = max_tokens
+        self.keep_tokens = keep_tokens
+        self.keep_last = 0
 
     def triggered(self, prompt, conversation) -> bool:
-        return sum(len(m.content) for m in prompt) > self.max_chars
+        used, self.keep_last = 0, 0
+        for m in reversed(conversation):          # newest first, while the next one still fits
+            used += mk.count_tokens([m])
+            if used > self.keep_tokens:
+                break
+            self.keep_last += 1
+        return mk.count_tokens(prompt) > self.max_tokens
+
+# %% exercise 1 also correct
+class KeepTokens:
+    """keep_last as a property over the conversation seen last: summarize_if_needed reads it right after."""
+
+    def __init__(self, max_tokens: int = 600, keep_tokens: int = 200):
+        self.max_tokens, self.keep_tokens, self.seen = max_tokens, keep_tokens, []
+
+    @property
+    def keep_last(self):
+        fits = [k for k in range(len(self.seen) + 1)
+                if mk.count_tokens(self.seen[len(self.seen) - k:]) <= self.keep_tokens]
+        return max(fits)
+
+    def triggered(self, prompt, conversation) -> bool:
+        self.seen = list(conversation)
+        return mk.count_tokens(prompt) > self.max_tokens
+
+# %% exercise 1 wrong
+class KeepTokens:
+    """Wrong: stops only after the budget is passed, so it keeps one message too many."""
+
+    def __init__(self, max_tokens: int = 600, keep_tokens: int = 200):
+        self.max_tokens, self.keep_tokens, self.keep_last = max_tokens, keep_tokens, 0
+
+    def triggered(self, prompt, conversation) -> bool:
+        used, self.keep_last = 0, 0
+        for m in reversed(conversation):
+            used += mk.count_tokens([m])
+            self.keep_last += 1
+            if used > self.keep_tokens:
+                break
+        return mk.count_tokens(prompt) > self.max_tokens
