@@ -125,8 +125,19 @@ def empty(r: redis.Redis) -> None:
     for name in r.execute_command("FT._LIST"):
         r.execute_command("FT.DROPINDEX", name)
     r.flushall(asynchronous=False)  # SYNC: Redis 8 frees lazily by default, which would skew the next baseline
-    while int(r.info("memory").get("lazyfree_pending_objects", 0)):
-        time.sleep(0.05)
+    settle(r)
+
+
+def settle(r: redis.Redis, tolerance: int = 64 * 1024) -> int:
+    """Wait until background frees (lazy free, dropped indexes) are done: used_memory stops moving."""
+    last = used_memory(r)
+    for _ in range(300):
+        time.sleep(0.2)
+        now = used_memory(r)
+        if abs(now - last) < tolerance and not int(r.info("memory").get("lazyfree_pending_objects", 0)):
+            return now
+        last = now
+    return last
 
 
 def timed_queries(r: redis.Redis, run_one, queries, command: str) -> tuple[list[list[str]], dict]:
@@ -167,8 +178,9 @@ def measure_layout(r: redis.Redis, layout: Layout, c: Corpus, qvecs, quser, trut
     before = used_memory(r)
     secs = load(r, layout, c)
     n = len(c.vectors)
+    after = settle(r)
     found, lat = timed_queries(r, lambda q: layout.search(r, *q), list(zip(qvecs, quser)), layout.command)
-    return {"label": layout.label, "bytes_per_memory": (used_memory(r) - before) / n,
+    return {"label": layout.label, "bytes_per_memory": (after - before) / n,
             "inserts_per_s": n / secs, "recall@10": recall(found, truth_user), **lat,
             "query": layout.command, "keeps": layout.keeps}
 
@@ -182,7 +194,8 @@ def global_set(r: redis.Redis, c: Corpus, quant: str) -> tuple[float, float]:
         for i in range(start, min(start + 500, len(c.vectors))):
             pipe.execute_command("VADD", "all", "FP32", c.vectors[i].tobytes(), f"m{i}", quant)
         pipe.execute()
-    return (used_memory(r) - before) / len(c.vectors), len(c.vectors) / (time.perf_counter() - t)
+    rate = len(c.vectors) / (time.perf_counter() - t)
+    return (settle(r) - before) / len(c.vectors), rate
 
 
 def measure_global(r: redis.Redis, c: Corpus, qvecs, truth, efs, log) -> tuple[dict, list[dict]]:
@@ -222,10 +235,10 @@ def measure_global(r: redis.Redis, c: Corpus, qvecs, truth, efs, log) -> tuple[d
 def make_corpus(n: int, unique: int, queries: int, noise: float, embedder, rng) -> tuple:
     """Memories (MiniLM embeddings of ``unique`` sentences + noise), queries and exact top-10s."""
     texts = sentences(unique)
-    if embedder is None:
-        from memorykit.embeddings import get_embedder
+    if embedder is None:  # cached in the checkout's embedded Redis: a re-run skips the model
+        import memorykit as mk
 
-        embedder = get_embedder(cache=False)
+        embedder = mk.get_embedder()
     base = np.asarray(embedder.embed_many(texts), np.float32)
     users = rng.integers(0, max(1, n // PER_USER), size=n)
     vectors = unit(base[np.arange(n) % unique] + rng.normal(0, noise, (n, DIMS)))
@@ -323,20 +336,22 @@ def markdown(res: dict) -> str:
 
 
 def plot_layouts(res: dict, path: Path | None = None):
-    """Bytes per memory (log) vs recall@10 of one user's k=10 search, one point per layout."""
+    """Bytes per memory (log) vs recall@10 of one user's k=10 search, one marker per layout."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    markers = {"json": "s", "hash": "D", "vset": "o"}
+    fig, ax = plt.subplots(figsize=(7, 4.2))
     for name, v in res["layouts"].items():
         star = name == res["product_layout"]
-        ax.scatter(v["bytes_per_memory"], v["recall@10"], s=90 if star else 40, marker="*" if star else "o")
-        ax.annotate(f"{name}\n{v['p50_ms']:.2f} ms p50", (v["bytes_per_memory"], v["recall@10"]), fontsize=7,
-                    textcoords="offset points", xytext=(5, -3))
+        ax.scatter(v["bytes_per_memory"], v["recall@10"], s=160 if star else 50, alpha=0.85,
+                   marker="*" if star else markers[name.split("_")[0]],
+                   label=f"{name}: {v['bytes_per_memory']:,.0f} B, recall {v['recall@10']:.3f}, p50 {v['p50_ms']:.3f} ms")
     ax.set_xscale("log")
-    ax.set_xlabel("bytes of Redis memory per memory (INFO used_memory, log scale)")
-    ax.set_ylabel("recall@10 (one user's memories) vs exact")
-    ax.set_title(f"Storage layouts at {res['n']:,} memories: cost vs recall (★ = the product's)")
-    ax.margins(x=0.25, y=0.1)
+    ax.set_xlabel("bytes of Redis memory per memory (INFO used_memory growth, log scale)")
+    ax.set_ylabel("recall@10, one user's memories, vs exact")
+    ax.set_title(f"Storage layouts at {res['n']:,} memories: cost vs recall (★ = memorykit's)")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110)

@@ -4,7 +4,8 @@
     python scripts/run_notebooks.py 05 08           # the ones whose names start with these
 
 Runs with the offline model, as CI does, so the saved outputs are the ones CI reproduces.
-Cells marked ``# NBVAL_SKIP`` (exercise stubs, opt-in cells) are not run and keep their outputs.
+Cells nbval skips (tag ``nbval-skip`` or a ``# NBVAL_SKIP`` comment line: exercise stubs, opt-in
+cells) are not run and keep their outputs.
 """
 from __future__ import annotations
 
@@ -21,6 +22,14 @@ NOTEBOOKS = ROOT / "notebooks"
 SKIP = "skip-execution"
 
 
+def nbval_skips(cell) -> bool:
+    """nbval skips this code cell: tagged ``nbval-skip`` or with a ``# NBVAL_SKIP`` comment line."""
+    if cell.cell_type != "code":
+        return False
+    comments = {line.strip().lstrip("#").strip() for line in cell.source.splitlines() if line.strip().startswith("#")}
+    return "nbval-skip" in cell.metadata.get("tags", []) or "NBVAL_SKIP" in comments
+
+
 def main(prefixes: list[str]) -> None:
     os.environ["MEMORYKIT_LLM"] = "offline"
     os.environ.setdefault("MPLBACKEND", "Agg")
@@ -29,7 +38,7 @@ def main(prefixes: list[str]) -> None:
     for path in paths:
         started = time.perf_counter()
         nb = nbformat.read(path, as_version=4)
-        skipped = [c for c in nb.cells if c.cell_type == "code" and "NBVAL_SKIP" in c.source]
+        skipped = [c for c in nb.cells if nbval_skips(c)]
         for cell in skipped:  # exercise stubs and opt-in cells: not run, their saved outputs kept
             cell.metadata.setdefault("tags", []).append(SKIP)
         NotebookClient(nb, timeout=300, kernel_name="python3", skip_cells_with_tag=SKIP,
