@@ -22,6 +22,7 @@ Prints a table with ratios and writes ``docs/peer_store.json``.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import time
@@ -136,10 +137,11 @@ def run(n: int = 3000, users: int = 60, searches: int = 200, unique: int = 300, 
         searches = {
             "memorykit MemoryStore": lambda q, u: stores["memorykit MemoryStore"].search(
                 q, user_id=u, k=10, vector=emb.embed(q)),
-            "memorykit MemoryStore (touch=False)": lambda q, u: stores["memorykit MemoryStore"].search(
-                q, user_id=u, k=10, vector=emb.embed(q), touch=False),
             **{name: (lambda s: lambda q, u: s.search(("memories", u), query=q, limit=10))(s)
                for name, s in stores.items() if name.startswith("LangGraph")}}
+        if "touch" in inspect.signature(stores["memorykit MemoryStore"].search).parameters:
+            searches["memorykit MemoryStore (touch=False)"] = lambda q, u: stores["memorykit MemoryStore"].search(
+                q, user_id=u, k=10, vector=emb.embed(q), touch=False)
         times: dict[str, list[float]] = {name: [] for name in searches}
         for i, (q, u) in enumerate(asked):  # interleaved, order rotated: machine load hits all alike
             names = list(searches)
