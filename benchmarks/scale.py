@@ -1,6 +1,6 @@
 """Long-term memory at 100k memories: what each storage layout costs and finds, measured in one run.
 
-    nice -n 10 python benchmarks/scale.py          # 100k memories for 2,000 users, ~10-15 min on 2 cores
+    nice -n 10 python benchmarks/scale.py          # 100k memories for 2,000 users, ~20 min on 2 busy cores
     python benchmarks/scale.py --n 5000 --quick    # the small run notebook 09 does (under a minute)
 
 It starts its own throw-away redis-server (the embedded binaries, loopback, a temp dir, no
