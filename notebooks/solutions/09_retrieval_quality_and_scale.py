@@ -1,11 +1,16 @@
 # Reference solution for notebook 09's exercise (tests/test_exercises.py runs it in place of the stub).
 
 # %% exercise 1
-def weighted_rrf(rankings, weights, k=60):
-    """Ids ordered by weighted reciprocal rank fusion, best first."""
-    scores = {}
-    for name, ids in rankings.items():
-        w = weights.get(name, 1.0)
-        for rank, doc in enumerate(ids, 1):
-            scores[doc] = scores.get(doc, 0.0) + w / (k + rank)
-    return sorted(scores, key=lambda d: (-scores[d], d))
+def as_of_filter(t, types):
+    """A VSIM FILTER expression: elements of one of `types` that were true at time `t`."""
+    # true at t: it had started (valid_from <= t) and had not yet stopped (still true, or stops after t)
+    return f".type in {json.dumps(list(types))} and .valid_from <= {t} and (.invalid_at == 0 or .invalid_at > {t})"
+
+# %% exercise 1 also correct
+def as_of_filter(t, types):
+    kinds = " or ".join(f'.type == "{k}"' for k in types)
+    return f"({kinds}) and not (.valid_from > {t}) and (.invalid_at == 0 or not (.invalid_at <= {t}))"
+
+# %% exercise 1 wrong
+def as_of_filter(t, types):  # keeps a fact that stopped exactly at t
+    return f".type in {json.dumps(types)} and .valid_from <= {t} and (.invalid_at == 0 or .invalid_at >= {t})"
