@@ -4,8 +4,8 @@ Each owner's memories live under their hash tag: documents ``ns:memory:{<user>}:
 vectors in ``ns:memvec:{<user>}`` (:mod:`.vectors`), the ids in ``ns:memids:{<user>}`` (a registry: id ->
 created_at, so list, count and forgetting need no index). One owner's writes are one transaction in one slot,
 which a Redis Cluster accepts. A RediSearch index over the documents (no vector field) serves text and hybrid
-search where the server has a query engine. Every memory belongs to one user, or is shared knowledge (semantic, written with ``shared=True``, owned by a
-tag no user id can produce): a user reads their own memories plus shared ones, and every by-id call names its
+search where the server has a query engine. Every memory belongs to one user, or is shared knowledge
+(semantic, written with ``shared=True``, owned by a tag no user id can produce): a user reads their own memories plus shared ones, and every by-id call names its
 owner (another user's id answers like a missing one). A changed fact never overwrites the old one
 (:mod:`.dedup`): searches return current ones.
 """
@@ -13,77 +13,25 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, fields
 from typing import Any, Iterable, Sequence
 
-import numpy as np
 import redis
 from redisvl.query import FilterQuery
 from redisvl.query.filter import FilterExpression, Tag
 
 from ..errors import ModuleMissingError, ValidationError
 from ..keys import check_id, check_namespace, key, shared_key, user_key
-from ..messages import new_id
 from . import dedup, retrieval, vectors
 from .index import (MEMORY_TYPES, content_hash, delete_keys, ensure_index, forget_user, has_query_engine, json_docs,
                     memory_type_list, owner_field, owner_of, readable_tags, tag_of, user_scope, validity, visible_tags)
+from .records import MEMORY_CONTEXT_HEADER, Memory, MemoryHit, format_memories  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
 MAX_MEMORY_CHARS = 20_000
-FILTERED_LIMIT = 10_000  # search(filters=...): memories the query engine may pre-select, then ranked exactly
-
-
-@dataclass
-class Memory:
-    """One long-term memory. ``invalid_at`` is None while the memory is current; ``user_id`` is None
-    for shared knowledge."""
-
-    content: str
-    user_id: str | None = None
-    memory_type: str = "episodic"
-    id: str = field(default_factory=new_id)
-    content_hash: str = ""
-    topics: list[str] = field(default_factory=list)
-    created_at: float = field(default_factory=time.time)
-    updated_at: float | None = None
-    last_accessed: float | None = None
-    valid_from: float | None = None
-    invalid_at: float | None = None
-    superseded_by: str | None = None
-    supersedes: str | None = None
-    source_thread: str | None = None
-    source_messages: list[str] = field(default_factory=list)
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def is_current(self) -> bool:
-        return self.invalid_at is None
-
-    @property
-    def shared(self) -> bool:
-        """Shared knowledge: every user reads it, only ``shared=True`` calls change it."""
-        return self.user_id is None
-
-
 _FIELDS = tuple(f.name for f in fields(Memory))
 _READ = (*(f"$.{f}" for f in _FIELDS), "$.user_tag")
-
-
-@dataclass
-class MemoryHit:
-    """A memory found by a search: its cosine ``distance`` (0 = same meaning) and, when the
-    search ranked by more than the vector (hybrid / recency), the score components."""
-
-    memory: Memory
-    distance: float
-    text_score: float | None = None
-    recency: float | None = None
-    score: float | None = None
-    rank: int | None = None
-
-    def __repr__(self) -> str:
-        return f"MemoryHit({self.distance:.3f}, [{self.memory.memory_type}] {self.memory.content!r})"
 
 
 def memory_schema(namespace: str) -> dict[str, Any]:
@@ -393,38 +341,13 @@ class MemoryStore:
 
     def _nearest(self, vector, user_id, memory_types, count: int, *, as_of=None, topics=None,
                  filters: FilterExpression | None = None) -> list[tuple[str, float, float | None]]:
-        """(document key, cosine distance, created_at) of the ``count`` nearest memories the user sees: VSIM
-        on their set and, for semantic types, the shared one (one pipeline), merged by distance. With
-        ``filters`` the query engine selects the memories and they are ranked exactly."""
-        if filters is not None:
-            return self._nearest_filtered(vector, user_id, memory_types, count, as_of, topics, filters)
-        scopes = self._scopes(user_id, memory_types)
-        queries = [(self.vectors_key(o), vectors.where(types, as_of, topics)) for o, types in scopes]
-        rows = [(d, self.key(mid, owner), attrs.get("created"))
-                for (owner, _), found in zip(scopes, vectors.search(self.redis, queries, vector, count))
-                for mid, d, attrs in found]
-        return [(key, d, created) for d, key, created in sorted(rows)[:count]]
-
-    def _nearest_filtered(self, vector, user_id, memory_types, count, as_of, topics, filters):
+        """(document key, cosine distance, created_at) of the ``count`` nearest memories the user sees."""
+        if filters is None:
+            return vectors.nearest(self, self._scopes(user_id, memory_types), vector, count, as_of, topics)
         expr = self._filter(user_id, memory_types, as_of) & filters
         if topics:
             expr = expr & (Tag("topics") == [t.lower() for t in topics])
-        q = FilterQuery(filter_expression=expr, return_fields=["id", "created_at"], num_results=FILTERED_LIMIT)
-        rows = self.need_index("search(filters=...)").query(q)
-        distances = self.distances([row["id"] for row in rows], vector)
-        found = sorted((d, row["id"], float(row["created_at"])) for d, row in zip(distances, rows) if d == d)
-        return [(key, d, created) for d, key, created in found[:count]]
-
-    def distances(self, keys: Sequence[str], vector: Sequence[float]) -> list[float]:
-        """Cosine distances from ``vector`` to the stored vectors of these document keys (nan: no vector)."""
-        elements = []
-        for k in keys:  # ns:memory:{<owner>}:<id> -> (ns:memvec:{<owner>}, <id>)
-            ns, _, tag, mid = k.split(":", 3)
-            elements.append((f"{ns}:memvec:{tag}", mid))
-        query = np.asarray(vector, dtype=np.float32)
-        query = query / (np.linalg.norm(query) or 1.0)
-        return [float("nan") if v is None else max(0.0, float(1.0 - v @ query))
-                for v in vectors.embeddings(self.redis, elements)]
+        return vectors.filtered(self.redis, self.need_index("search(filters=...)"), expr, vector, count)
 
     def _hits(self, rows, user_id, memory_types) -> list[MemoryHit]:
         """Rows (document key, distance) -> MemoryHits, read in one pipeline; drops anything outside the scope."""
@@ -495,15 +418,3 @@ class MemoryStore:
             self.index.delete(drop=False)
         for structure in ("memory", "memvec", "memids", "memhash", "memaccess"):
             delete_keys(self.redis, self.redis.scan_iter(match=key(self.namespace, structure) + ":*", count=1000))
-
-
-MEMORY_CONTEXT_HEADER = (
-    "Long-term memories about this user and the world (use them when they help; "
-    "do not mention that you have a memory unless the user asks):")
-
-
-def format_memories(items: Iterable[MemoryHit | Memory], header: str = MEMORY_CONTEXT_HEADER) -> str:
-    """A system-prompt block, one ``- [EPISODIC] ...`` line per memory (hits or memories); "" if none."""
-    memories = [getattr(item, "memory", item) for item in items or []]
-    lines = [f"- [{m.memory_type.upper()}] {' '.join(m.content.split())}" for m in memories if m.content.strip()]
-    return "\n".join([header, *lines]) if lines else ""

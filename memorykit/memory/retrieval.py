@@ -20,6 +20,7 @@ from redisvl.query.filter import Text
 from redisvl.utils.stopwords import get_stopwords
 
 from ..errors import ValidationError
+from . import vectors
 from .index import memory_type_list
 
 MODES = ("vector", "text", "hybrid")
@@ -212,7 +213,7 @@ def search(store, query: str, vector: Sequence[float], expr, near, *, user_id, m
     found = rank(index, query, near, expr, k=k, mode=mode, recency=recency,
                  last_used=lambda ids: store.last_used(owners, ids))
     missing = [c for c in found if c.distance is None]  # found by the text query only: read their vectors
-    for c, d in zip(missing, store.distances([c.id for c in missing], vector)):
+    for c, d in zip(missing, vectors.distances(store.redis, [c.id for c in missing], vector)):
         c.distance = d
     by_id = {c.id.rsplit(":", 1)[-1]: c for c in found}
     hits = store._hits([{"id": c.id, "vector_distance": c.distance} for c in found], user_id, memory_types)

@@ -12,9 +12,11 @@ import json
 from typing import Any, Sequence
 
 import numpy as np
+from redisvl.query import FilterQuery
 
 from ..keys import encode
 
+FILTERED_LIMIT = 10_000  # search(filters=...): memories the query engine may pre-select, then ranked exactly
 FOREVER = 1e300  # "until" of a current memory: FILTER skips elements missing an attribute, so none is missing
 EF = 200  # HNSW exploration factor of a search (at least COUNT); recall measured in tests/test_storage.py
 
@@ -94,3 +96,34 @@ def embeddings(client, elements: Sequence[tuple[str, str]]) -> list[np.ndarray |
         v = np.asarray(got, dtype=np.float32)
         out.append(v / (np.linalg.norm(v) or 1.0))
     return out
+
+
+def nearest(store, scopes: Sequence[tuple[str | None, Sequence[str]]], vector: Sequence[float], count: int,
+            as_of: float | None = None, topics: Sequence[str] | None = None) -> list[tuple[str, float, float | None]]:
+    """(document key, distance, created_at) of the ``count`` nearest memories over (owner, types) scopes: VSIM
+    on each owner's set (the user's, and shared knowledge's for semantic types) in one pipeline, merged."""
+    queries = [(store.vectors_key(owner), where(types, as_of, topics)) for owner, types in scopes]
+    rows = [(d, store.key(mid, owner), attrs.get("created"))
+            for (owner, _), found in zip(scopes, search(store.redis, queries, vector, count)) for mid, d, attrs in found]
+    return [(key, d, created) for d, key, created in sorted(rows)[:count]]
+
+
+def filtered(client, index, expr, vector: Sequence[float], count: int) -> list[tuple[str, float, float | None]]:
+    """Like :func:`nearest` for memories a RedisVL filter selects (the query engine picks them, up to
+    ``FILTERED_LIMIT``), ranked exactly by their stored vectors."""
+    rows = index.query(FilterQuery(filter_expression=expr, return_fields=["id", "created_at"],
+                                   num_results=FILTERED_LIMIT))
+    found = sorted((d, row["id"], float(row["created_at"]))
+                   for d, row in zip(distances(client, [row["id"] for row in rows], vector), rows) if d == d)
+    return [(key, d, created) for d, key, created in found[:count]]
+
+
+def distances(client, keys: Sequence[str], vector: Sequence[float]) -> list[float]:
+    """Cosine distances from ``vector`` to the stored vectors of these document keys (nan: no vector)."""
+    elements = []
+    for k in keys:  # ns:memory:{<owner>}:<id> -> (ns:memvec:{<owner>}, <id>)
+        ns, _, tag, mid = k.split(":", 3)
+        elements.append((f"{ns}:memvec:{tag}", mid))
+    query = np.asarray(vector, dtype=np.float32)
+    query = query / (np.linalg.norm(query) or 1.0)
+    return [float("nan") if v is None else max(0.0, float(1.0 - v @ query)) for v in embeddings(client, elements)]
