@@ -16,6 +16,8 @@ import memorykit as mk
 
 from conftest import drop_namespace
 
+pytestmark = pytest.mark.slow  # embeds and stores 3,000 memories
+
 N = 3000
 BIG = "system"  # the adversarial-looking id holds a third of the memories: the recall check searches it
 OTHERS = ["{x}", "a|b", "ana", "Ana", *[f"user{i}" for i in range(55)]]
