@@ -212,6 +212,7 @@ def test_long_term_memory_on_cluster(cluster, lt):
         lt.search("Porto", user_id="ana", mode="hybrid")
 
 
+@pytest.mark.timeout(1500)  # the offline decider fits once per process
 def test_remember_supersede_as_of_delete_and_forget_on_cluster(cluster, lt):
     llm, now = mk.get_llm("offline"), time.time()
     for u in ("system", "{x}"):
