@@ -24,7 +24,7 @@ from ..errors import MemoryKitError
 from ..keys import shared_key, user_key
 from ..llm.task import Task, TaskFailed, Text, is_placeholder, run_task
 from . import vectors
-from .index import content_hash, owner_of, tag_of
+from .index import content_hash, decoded, owner_of, tag_of
 
 if TYPE_CHECKING:
     from .long_term import Memory, MemoryHit, MemoryStore
@@ -317,7 +317,7 @@ def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, st
     drop_target = False
     if closing:
         pipe.watch(store.key(target.id, target.user_id))
-        state = pipe.json().get(store.key(target.id, target.user_id), "$.invalid_at", "$.content_hash")
+        state = decoded(pipe.json().get(store.key(target.id, target.user_id), "$.invalid_at", "$.content_hash"))
         if not state or state["$.invalid_at"] or state["$.content_hash"] != [target.content_hash]:
             raise redis.WatchError("the target changed under us")  # deleted, closed or edited by another writer
         drop_target = pipe.hget(ledger, target.content_hash) == target.id

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from redisvl.query import FilterQuery
 
-from .index import SHARED_TAG, json_docs, owner_of, tag_of
+from .index import SHARED_TAG, decoded, json_docs, owner_of, tag_of
 from .retrieval import DAY, Recency, as_float
 
 _FIELDS = ["$.id", "$.user_id", "$.user_tag", "$.content", "$.created_at", "$.last_accessed", "$.invalid_at", "$.metadata.pinned"]
@@ -123,7 +123,7 @@ def pin(store, memory_id: str, pinned: bool = True, *, user_id: str | None = Non
     tag, key = tag_of(owner), store.key(memory_id, owner)
 
     def attempt(pipe) -> bool:
-        if pipe.json().get(key, "$.user_tag") != [tag]:
+        if decoded(pipe.json().get(key, "$.user_tag")) != [tag]:
             return False
         pipe.multi()
         pipe.json().set(key, "$.metadata.pinned", bool(pinned))

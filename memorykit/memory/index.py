@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import operator
 import re
 import unicodedata
@@ -92,6 +93,11 @@ def nearest(index: SearchIndex, vector: Sequence[float], expr: FilterExpression 
     if threshold is None:
         return index.query(VectorQuery(list(vector), "embedding", **kw))
     return index.query(VectorRangeQuery(list(vector), "embedding", distance_threshold=threshold, **kw))
+
+
+def decoded(reply: Any) -> Any:
+    """A JSON.GET reply as Python data: a cluster pipeline under WATCH hands back the raw JSON text."""
+    return json.loads(reply) if isinstance(reply, (str, bytes)) else reply
 
 
 def json_docs(client: redis.Redis, keys: Sequence[str], *paths: str) -> list[Any]:

@@ -23,8 +23,9 @@ from redisvl.query.filter import FilterExpression, Tag
 from ..errors import ModuleMissingError, ValidationError
 from ..keys import check_id, check_namespace, key, shared_key, user_key
 from . import dedup, retrieval, vectors
-from .index import (MEMORY_TYPES, content_hash, delete_keys, ensure_index, forget_user, has_query_engine, json_docs,
-                    memory_type_list, owner_field, owner_of, readable_tags, tag_of, user_scope, validity, visible_tags)
+from .index import (MEMORY_TYPES, content_hash, decoded, delete_keys, ensure_index, forget_user, has_query_engine,
+                    json_docs, memory_type_list, owner_field, owner_of, readable_tags, tag_of, user_scope, validity,
+                    visible_tags)
 from .records import MEMORY_CONTEXT_HEADER, Memory, MemoryHit, format_memories  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
@@ -203,7 +204,7 @@ class MemoryStore:
         k = self.key(memory_id, owner)
 
         def attempt(pipe) -> Memory:
-            memory, tag = self._parse(pipe.json().get(k, *_READ))
+            memory, tag = self._parse(decoded(pipe.json().get(k, *_READ)))
             self._check_owner(memory_id, memory, tag, owner)
             changes: dict[str, Any] = {"updated_at": time.time()}
             if fresh is not None and fresh.content != memory.content:
