@@ -344,6 +344,7 @@ def _close(store: MemoryStore, pipe, memory: Memory, at: float, by: str) -> None
     """Queue: ``memory`` stops being current at ``at``, replaced by ``by``: one JSON.MERGE, and the validity
     its vector's attributes carry for FILTER, in the same transaction."""
     now = time.time()
-    pipe.json().merge(store.key(memory.id, memory.user_id), "$", {"invalid_at": at, "superseded_by": by, "updated_at": now})
+    pipe.json().merge(store.key(memory.id, memory.user_id), "$",
+                      {"invalid_at": at, "superseded_by": by, "updated_at": now})
     memory.invalid_at, memory.superseded_by, memory.updated_at = at, by, now
     vectors.set_attributes(pipe, store.vectors_key(memory.user_id), memory)

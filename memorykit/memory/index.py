@@ -204,7 +204,8 @@ def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None
     registry, other documents from the namespace's fixed indexes (when the server has a query engine), keys
     from fixed names, the user's thread list and the user's key registry."""
     check_id(user_id, "user_id")
-    memories = [user_key(namespace, "memory", user_id, mid) for mid in client.zrange(_memids(namespace, user_id), 0, -1)]
+    ids = client.zrange(_memids(namespace, user_id), 0, -1)
+    memories = [user_key(namespace, "memory", user_id, mid) for mid in ids]
     doomed: set[str] = set(memories)
     texts: list[str] = [got[0] for got in json_docs(client, memories, "$.content") if got] if embedder else []
     for index in _indexes(client, namespace):

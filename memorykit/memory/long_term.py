@@ -5,9 +5,9 @@ vectors in ``ns:memvec:{<user>}`` (:mod:`.vectors`), the ids in ``ns:memids:{<us
 created_at, so list, count and forgetting need no index). One owner's writes are one transaction in one slot,
 which a Redis Cluster accepts. A RediSearch index over the documents (no vector field) serves text and hybrid
 search where the server has a query engine. Every memory belongs to one user, or is shared knowledge
-(semantic, written with ``shared=True``, owned by a tag no user id can produce): a user reads their own memories plus shared ones, and every by-id call names its
-owner (another user's id answers like a missing one). A changed fact never overwrites the old one
-(:mod:`.dedup`): searches return current ones.
+(semantic, written with ``shared=True``, owned by a tag no user id can produce): a user reads their own
+memories plus shared ones, and every by-id call names its owner (another user's id answers like a missing
+one). A changed fact never overwrites the old one (:mod:`.dedup`): searches return current ones.
 """
 from __future__ import annotations
 

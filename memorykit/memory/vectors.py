@@ -104,7 +104,8 @@ def nearest(store, scopes: Sequence[tuple[str | None, Sequence[str]]], vector: S
     on each owner's set (the user's, and shared knowledge's for semantic types) in one pipeline, merged."""
     queries = [(store.vectors_key(owner), where(types, as_of, topics)) for owner, types in scopes]
     rows = [(d, store.key(mid, owner), attrs.get("created"))
-            for (owner, _), found in zip(scopes, search(store.redis, queries, vector, count)) for mid, d, attrs in found]
+            for (owner, _), found in zip(scopes, search(store.redis, queries, vector, count))
+            for mid, d, attrs in found]
     return [(key, d, created) for d, key, created in sorted(rows)[:count]]
 
 
