@@ -17,6 +17,7 @@ from dataclasses import asdict, fields
 from typing import Any, Iterable, Sequence
 
 import redis
+from redis.cluster import RedisCluster
 from redisvl.query import FilterQuery
 from redisvl.query.filter import FilterExpression, Tag
 
@@ -250,12 +251,14 @@ class MemoryStore:
     def _drop(self, owned: Sequence[tuple[str, str | None]]) -> list[int]:
         """Delete (id, owner) pairs with :data:`dedup.DROP_MEMORY` (document, vector, registry, ledger and
         access entries: all in the owner's slot), pipelined: 1 deleted, 0 absent or another owner's."""
+        calls = [dict(keys=[self.key(memory_id, owner), *(dedup.ledger_key(self, owner, t) for t in MEMORY_TYPES),
+                            self.access_key(owner), self.vectors_key(owner), self.ids_key(owner)],
+                      args=[tag_of(owner), memory_id]) for memory_id, owner in owned]
+        if isinstance(self.redis, RedisCluster):  # redis-py runs no scripts in a cluster pipeline: one call each
+            return [int(self._drop_script(**call)) for call in calls]
         pipe = self.redis.pipeline(transaction=False)
-        for memory_id, owner in owned:
-            ledgers = [dedup.ledger_key(self, owner, t) for t in MEMORY_TYPES]
-            self._drop_script(keys=[self.key(memory_id, owner), *ledgers, self.access_key(owner),
-                                    self.vectors_key(owner), self.ids_key(owner)],
-                              args=[tag_of(owner), memory_id], client=pipe)
+        for call in calls:
+            self._drop_script(**call, client=pipe)
         return [int(x) for x in pipe.execute()]
 
     def access_key(self, owner: str | None) -> str:
