@@ -51,7 +51,7 @@ lab: redis-start
 	$(VENV)/bin/jupyter lab $(LAB_ARGS) $(LAB_EXTRA) notebooks/
 
 # Quick for learners: unit tests and every notebook. CI runs everything with `make test-all`.
-SLOW := real_llm or faults or load or cluster or browser or exercises or lab
+SLOW := real_llm or faults or load or cluster or browser or exercises or lab or slow
 test: setup
 	$(PY) -m pytest -m "not ($(SLOW))"
 

@@ -1,6 +1,8 @@
-"""Short-term and working memory on a local three-node Redis Cluster (redis-py's RedisCluster).
+"""Short-term, working and long-term memory on a local three-node Redis Cluster (redis-py's RedisCluster).
 
-The nodes are the embedded ``redis-server`` binary with ``cluster-enabled yes``, each on its
+The nodes are the embedded ``redis-server`` binary (Redis 8: Vector Sets built in) with RedisJSON loaded
+and ``cluster-enabled yes`` (not RediSearch: this build has no cluster coordinator, so the cluster has no
+query engine, and long-term memory must work without one), each on its
 own loopback port and temp dir; slots are assigned with CLUSTER ADDSLOTSRANGE and the nodes
 joined with CLUSTER MEET (the shipped redis-cli needs libssl 1.1, missing on Debian 12).
 Every multi-key transaction and script of one user must stay in one slot, which the ``{user}``
@@ -23,6 +25,8 @@ from redis.cluster import RedisCluster
 
 import memorykit as mk
 from memorykit.course.redis_server import binaries
+from memorykit.keys import registry_key
+from memorykit.memory import dedup
 
 pytestmark = pytest.mark.cluster
 SLOTS = 16384
@@ -42,7 +46,8 @@ def _free_ports(n: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def cluster():
-    server, _modules = binaries()
+    server, modules = binaries()
+    rejson = [m for m in modules if m.name == "rejson.so"]
     root = Path(tempfile.mkdtemp(prefix="mk-cluster-"))
     ports, bus = _free_ports(3), _free_ports(3)  # explicit bus ports: the default is port + 10000
     procs = []
@@ -55,7 +60,7 @@ def cluster():
                  "--cluster-enabled", "yes", "--cluster-port", str(bus_port),
                  "--cluster-config-file", "nodes.conf",
                  "--cluster-node-timeout", "3000", "--save", "", "--appendonly", "no",
-                 "--logfile", "redis.log"],
+                 "--logfile", "redis.log", *(a for m in rejson for a in ("--loadmodule", str(m)))],
                 cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         nodes = [redis.Redis(port=p, decode_responses=True, retry=None) for p in ports]
         for node, proc, port in zip(nodes, procs, ports):
@@ -162,3 +167,76 @@ def test_working_memory_on_cluster(cluster, scope):
     assert wm.clear("u1", thread)
     assert wm.get("u1", thread) is None
     wm.delete_all("u1", thread)
+
+
+# ------------------------------------------------------------------ long-term memory (no query engine)
+USERS = ("ana", "system", "{x}", "a|b")  # one plain, three adversarial: a reserved-looking id, a hash tag, a pipe
+
+
+@pytest.fixture
+def lt(cluster):
+    store = mk.MemoryStore(cluster, mk.get_embedder(), namespace=f"clu{uuid.uuid4().hex[:6]}")
+    yield store
+    for u in USERS:
+        store.forget_user(u)
+    store.drop()
+
+
+def _slots(cluster, store, user):
+    keys = [store.key("m1", user), store.vectors_key(user), store.ids_key(user), store.access_key(user),
+            dedup.ledger_key(store, user, "episodic")]
+    keys += [registry_key(store.namespace, user)] if user is not None else []
+    return {cluster.keyslot(k) for k in keys}
+
+
+def test_long_term_keys_of_one_owner_share_a_slot(cluster, lt):
+    assert lt.index is None  # no query engine on this cluster
+    for owner in (*USERS, None):
+        assert len(_slots(cluster, lt, owner)) == 1
+    assert len({cluster.keyslot(lt.ids_key(u)) for u in USERS}) > 1  # spread over the cluster
+
+
+def test_long_term_memory_on_cluster(cluster, lt):
+    llm = mk.get_llm("offline")
+    mine = {u: lt.add(f"User {u} went to Porto in 2019 for a wedding", user_id=u) for u in USERS}
+    lt.add_many([{"content": f"User {u} is allergic to peanuts", "user_id": u} for u in USERS])
+    fact = lt.add("Porto is a city in the north of Portugal", shared=True)
+    for u in USERS:
+        hits = lt.search("Where did I travel in 2019?", user_id=u, k=3)
+        assert hits[0].memory.id == mine[u].id and {h.memory.user_id for h in hits} <= {u, None}
+        assert fact.id in {h.memory.id for h in lt.search("Porto", user_id=u, k=5)}  # own + shared, merged
+        assert lt.get(mine[u].id, u) is not None and lt.get(fact.id, u).shared
+        assert lt.count(u, ["episodic"]) == 2 and len(lt.list(u)) == 3
+    assert lt.get(mine["ana"].id, "system") is None  # another user's id: missing
+    with pytest.raises(mk.MemoryKitError, match="query engine"):
+        lt.search("Porto", user_id="ana", mode="hybrid")
+
+
+@pytest.mark.timeout(1500)  # the offline decider fits once per process
+def test_remember_supersede_as_of_delete_and_forget_on_cluster(cluster, lt):
+    llm, now = mk.get_llm("offline"), time.time()
+    for u in ("system", "{x}"):
+        first = lt.remember("User lives in Lisbon.", user_id=u, observed_at=now - 400 * 86400, llm=llm)
+        assert (first.action, first.tier) == ("ADD", "semantic")
+        exact = lt.remember("user lives in lisbon!", user_id=u, llm=llm)
+        assert (exact.action, exact.tier, exact.memory.id) == ("NOOP", "exact", first.memory.id)
+        near = lt.remember("User currently lives in Lisbon.", user_id=u, llm=llm)
+        assert (near.action, near.tier) == ("NOOP", "semantic")
+        moved = lt.remember("User moved to Berlin last month.", user_id=u, observed_at=now - 30 * 86400, llm=llm)
+        assert (moved.action, moved.tier) == ("UPDATE", "decided")
+        assert [h.memory.content for h in lt.search("Where do I live?", user_id=u, k=3)] == \
+            ["User moved to Berlin last month."]
+        past = lt.search("Where do I live?", user_id=u, k=3, as_of=now - 200 * 86400)
+        assert [h.memory.content for h in past] == ["User lives in Lisbon."]
+        assert [m.content for m in lt.history(first.memory.id, user_id=u)] == \
+            ["User lives in Lisbon.", "User moved to Berlin last month."]
+    shared = lt.remember("Lisbon is the capital of Portugal.", shared=True, llm=llm)
+    assert lt.remember("lisbon is the capital of portugal", shared=True, llm=llm).action == "NOOP"
+    with pytest.raises(mk.MemoryKitError, match="shared=True"):
+        lt.delete(shared.memory.id, user_id="system")
+    assert lt.delete(shared.memory.id, shared=True) is True and lt.get(shared.memory.id, "system") is None
+    ids = {u: [m.id for m in lt.list(u, include_superseded=True)] for u in ("system", "{x}")}
+    assert lt.forget_user("system") > 0
+    assert lt.list("system", include_superseded=True) == [] and lt.search("Berlin", user_id="system") == []
+    assert not cluster.exists(lt.vectors_key("system"), lt.ids_key("system"))
+    assert [m.id for m in lt.list("{x}", include_superseded=True)] == ids["{x}"]  # the other user is untouched

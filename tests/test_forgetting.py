@@ -18,11 +18,10 @@ def store(r, emb, ns):
 
 def add(store, text, user="ana", created_days=0.0, used_days=None, now=None, mtype="episodic"):
     m = store.add(text, user_id=user, memory_type=mtype, shared=user is None)
-    doc = {"created_at": now - created_days * DAY}
+    m.created_at = now - created_days * DAY
     if used_days is not None:
-        doc["last_accessed"] = now - used_days * DAY
-    for field, value in doc.items():
-        store.redis.json().set(store.key(m.id), f"$.{field}", value)
+        m.last_accessed = now - used_days * DAY
+    store._write(m)  # backdated: the document, its registry entry and its vector's attributes
     return m
 
 
@@ -74,7 +73,8 @@ def test_budget_skips_superseded_versions_and_shared_facts(store):
     now = time.time()
     sem = add(store, "Water boils at 100 C", user=None, created_days=500, now=now, mtype="semantic")
     epi = add(store, "Ana ran a marathon", created_days=500, now=now)
-    store.redis.json().set(store.key(epi.id), "$.invalid_at", now - 40 * DAY)
+    epi.invalid_at = now - 40 * DAY
+    store._write(epi)
     assert fg.plan(store, fg.ForgettingPolicy(budget=0), user_id="ana", now=now) == []  # superseded: not budgeted
     assert sem.id not in {f.id for f in fg.plan(store, fg.ForgettingPolicy(budget=0), now=now)}
     mine = add(store, "Water boils at 90 C up a mountain", user="system", created_days=500, now=now, mtype="semantic")

@@ -2,17 +2,19 @@
 import time
 import uuid
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from redisvl.query import FilterQuery, VectorQuery
+from redisvl.query import FilterQuery
 from redisvl.query.filter import Num, Tag
 
 import memorykit as mk
 from memorykit.errors import SchemaMismatchError, ValidationError
 from memorykit.config import settings as mk_settings
 from memorykit.keys import user_key
-from memorykit.memory.index import content_hash, ensure_index, owner_filter, row_ids, user_scope
+from memorykit.memory import vectors
+from memorykit.memory.index import content_hash, ensure_index, owner_filter, vector_field
 from memorykit.memory.long_term import format_memories, memory_schema
 
 from conftest import drop_namespace
@@ -104,16 +106,20 @@ def test_last_accessed_updated_on_retrieval_only(store):
 def test_update_re_embeds(store, r, emb):
     m = store.add("User lives in Lisbon", user_id="u")
     store.add("User lives in Lisbon", user_id="u|x")
-    v_old = r.json().get(store.key(m.id), "$.embedding")[0]
+    def stored():  # the vector in u's Vector Set (8-bit quantized), as a unit vector
+        return vectors.embeddings(r, [(store.vectors_key("u"), m.id)])[0]
+
+    v_old = stored()
     store.update(m.id, "User plays the violin in an orchestra", user_id="u")
-    v_new = r.json().get(store.key(m.id), "$.embedding")[0]
-    assert v_new != v_old
-    assert max(abs(a - b) for a, b in zip(v_new, emb.embed("User plays the violin in an orchestra"))) < 1e-5
+    v_new = stored()
+    assert float(v_new @ v_old) < 0.9
+    assert float(v_new @ np.asarray(emb.embed("User plays the violin in an orchestra"))) > 0.999
     hit = store.search("User plays the violin in an orchestra", user_id="u", k=1)[0]
     assert hit.memory.id == m.id and hit.distance < 0.01
     assert store.get(m.id, "u").content_hash == content_hash("user plays the violin in an orchestra!")
     store.update(m.id, topics=["music"], user_id="u")  # no content change: the vector stays
-    assert r.json().get(store.key(m.id), "$.embedding")[0] == pytest.approx(v_new, rel=1e-6, abs=1e-12)
+    assert stored() == pytest.approx(v_new, rel=1e-6, abs=1e-12)
+    assert [h.memory.id for h in store.search("violin", user_id="u", topics=["music"])] == [m.id]
     assert [h.memory.content for h in store.search("Lisbon", user_id="u|x")] == ["User lives in Lisbon"]
     with pytest.raises(ValidationError):
         store.update("no-such-id", "x", user_id="u")
@@ -169,10 +175,10 @@ def test_owner_filter_matches_one_owner_exactly(store):
         store.add(f"User {u!r} keeps a diary", user_id=u)
     for u in ("bob", "Bob", "bob ", "bob,alice"):
         q = FilterQuery(filter_expression=owner_filter(u), return_fields=["id"], num_results=10)
-        owners = {m.user_id for m, _ in store._load(row_ids(store.index.query(q)))}
+        owners = {m.user_id for m, _ in store._load([row["id"] for row in store.index.query(q)])}
         assert owners == {u}
     both = FilterQuery(filter_expression=owner_filter(["bob", "alice"]), return_fields=["id"], num_results=10)
-    assert {m.user_id for m, _ in store._load(row_ids(store.index.query(both)))} == {"bob", "alice"}
+    assert {m.user_id for m, _ in store._load([row["id"] for row in store.index.query(both)])} == {"bob", "alice"}
     with pytest.raises(ValidationError):
         owner_filter([])
 
@@ -216,14 +222,15 @@ def test_index_creation_is_idempotent_and_detects_schema_changes(r, emb, ns):
     m = a.add("User likes tea", user_id="u")
     b = mk.MemoryStore(r, emb, namespace=ns)  # same schema: reuse, data kept
     assert b.get(m.id, "u").content == "User likes tea"
-    changed = memory_schema(ns, 128)
+    old_layout = memory_schema(ns)  # the index before vectors moved to Vector Sets
+    old_layout["fields"].append(vector_field(emb.dims))
     with pytest.raises(SchemaMismatchError, match="embedding") as err:
-        ensure_index(r, changed)
-    assert "FT.DROPINDEX" in str(err.value)
-    flat = memory_schema(ns, emb.dims)
-    flat["fields"][-1]["attrs"]["algorithm"] = "flat"
-    with pytest.raises(SchemaMismatchError, match="algorithm"):
-        ensure_index(r, flat)
+        ensure_index(r, old_layout)
+    assert "FT.DROPINDEX" in str(err.value) and "not migrated" in str(err.value)
+    case_blind = memory_schema(ns)
+    case_blind["fields"][1]["attrs"]["case_sensitive"] = False
+    with pytest.raises(SchemaMismatchError, match="case_sensitive"):
+        ensure_index(r, case_blind)
     assert b.get(m.id, "u") is not None  # detection never drops anything
 
 
@@ -238,12 +245,12 @@ def test_forget_user_leaves_no_key_behind(r, emb, ns):
         notes.update(f"notes of {u}", user_id=u, thread_id="no-chat")  # a thread with no chat history
     store.add("Shared fact", shared=True)
     before = sum(1 for _ in r.scan_iter(match=f"{ns}:*"))
-    per_user = 4 + 1 + 1 + 3  # memories, ledger, thread list + user's thread set, notes + registry
+    per_user = 4 + 1 + 1 + 3 + 2  # memories, ledger, thread list + user's thread set, notes + registry, vectors + ids
     deleted = sum(store.forget_user(u) for u in victims)
     assert deleted == len(victims) * per_user
     left = list(r.scan_iter(match=f"{ns}:*"))
     assert len(left) == before - deleted
-    owners = {m.user_id for m, _ in store._load([k.rsplit(":", 1)[-1] for k in left if k.startswith(f"{ns}:memory:")])}
+    owners = {m.user_id for m, _ in store._load([k for k in left if k.startswith(f"{ns}:memory:")])}
     assert owners == set(others) | {None}
     for u in victims:
         assert store.count(u, ["episodic"]) == 0 and notes.get(u, "no-chat") is None
@@ -293,13 +300,11 @@ def test_no_search_returns_another_users_episodic_memory(iso, user_ids):
         counts[u] = counts.get(u, 0) + 1
     counts[None] = counts.get(None, 0) + len(user_ids)  # total generated, distinct or not
     vector = store.embedder.embed("private diary entry")
-    queries = [VectorQuery(vector, "embedding", return_fields=["id"], num_results=100,
-                           filter_expression=user_scope(u, ["episodic"])) for u in user_ids]
-    results = store.index.batch_query(queries, batch_size=60)
-    ids = [row["id"].rsplit(":", 1)[-1] for rows in results for row in rows]
-    owner = {m.id: m.user_id for m, _ in store._load(ids) if m}
+    results = [store._nearest(vector, u, ["episodic"], 100) for u in user_ids]  # VSIM on each user's set
+    keys = [key for rows in results for key, _, _ in rows]
+    owner = {key: m.user_id for key, (m, _) in zip(keys, store._load(keys)) if m}
     for u, rows in zip(user_ids, results):
-        seen = [owner[row["id"].rsplit(":", 1)[-1]] for row in rows]
+        seen = [owner[key] for key, _, _ in rows]
         assert set(seen) == {u}, f"id {u!r} saw memories of {set(seen) - {u}}"
         assert len(seen) == counts[u]
     for u in user_ids[:5]:  # the public API on top (its own post-check aside, same answer)

@@ -52,7 +52,8 @@ def store(r, emb, ns):
 def add(store, text, user="ana", days_ago=0.0, speaker=None, now=None):
     now = now or time.time()
     m = store.add(text, user_id=user, observed_at=now - days_ago * DAY, topics=[speaker] if speaker else None)
-    store.redis.json().set(store.key(m.id), "$.created_at", now - days_ago * DAY)
+    m.created_at = now - days_ago * DAY
+    store._write(m)  # backdated: the document, its registry entry and its vector's attributes
     return m
 
 

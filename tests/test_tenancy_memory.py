@@ -194,7 +194,7 @@ def test_an_invalidation_between_updates_read_and_write_survives(store):
     def parse_then_close(raw):  # the first read of update(): another writer closes the memory right after
         calls.append(1)
         if len(calls) == 1:
-            store.redis.json().merge(store.key(m.id), "$", {"invalid_at": 123.0, "superseded_by": "other"})
+            store.redis.json().merge(store.key(m.id, "u"), "$", {"invalid_at": 123.0, "superseded_by": "other"})
         return parse(raw)
 
     store._parse = parse_then_close

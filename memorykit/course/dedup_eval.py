@@ -19,8 +19,8 @@ import numpy as np
 
 from ..config import data_path
 from ..errors import ValidationError
-from ..memory import dedup
-from ..memory.index import content_hash, json_docs, owner_of
+from ..memory import dedup, vectors
+from ..memory.index import content_hash, owner_of
 from ..memory.long_term import Memory
 
 LABELS = ("duplicate", "update", "new")
@@ -231,9 +231,8 @@ def consolidate(store, user_id: str | None = None, *, shared: bool = False,
                           key=lambda m: (m.valid_from or m.created_at, m.id))
         if len(memories) < 2:
             continue
-        vecs = np.array([got[0] for got in json_docs(store.redis, [store.key(m.id) for m in memories], "$.embedding")],
-                        dtype=np.float32)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        vecs = np.array(vectors.embeddings(store.redis, [(store.vectors_key(owner), m.id) for m in memories]),
+                        dtype=np.float32)  # unit vectors, as the owner's Vector Set holds them
         dist = 1.0 - vecs @ vecs.T
         taken: set[int] = set()
         for i in range(len(memories)):
@@ -267,7 +266,7 @@ def _merge(store, merge: Merge) -> None:
     kept.metadata = {**kept.metadata, "merged_from": merged_from, "source_threads": threads}
     ledger = dedup.ledger_key(store, kept.user_id, kept.memory_type)
     pipe = store.redis.pipeline(transaction=True)  # one MULTI/EXEC: changed paths only, ledger entries with them
-    pipe.json().merge(store.key(kept.id), "$", {"source_messages": messages, "metadata": kept.metadata,
+    pipe.json().merge(store.key(kept.id, kept.user_id), "$", {"source_messages": messages, "metadata": kept.metadata,
                                                 "updated_at": now})
     for m in merge.merged:
         dedup._close(store, pipe, m, now, kept.id)

@@ -187,8 +187,10 @@ def ingest(store, data: LongMemSet, *, user_prefix: str = "", template: str = "{
         # one write per document: rewriting a field later would leave stale entries in the text
         # index (counted by BM25 until Redis's GC runs) and make the scores depend on timing
         vectors = store.embedder.embed_many([m.content for m in memories], batch_size=batch_size)
-        store.index.load([store._doc(m, v) for m, v in zip(memories, vectors)], id_field="id",
-                         batch_size=batch_size)
+        pipe = store.redis.pipeline(transaction=True)  # one user: one slot, one transaction
+        for memory, vector in zip(memories, vectors):
+            store._write(memory, vector, pipe)
+        pipe.execute()
     return turn_of
 
 

@@ -17,16 +17,14 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Sequence
 
-import numpy as np
 import redis
 from pydantic import BaseModel, field_validator, model_validator
-from redisvl.query import FilterQuery
-from redisvl.query.filter import FilterExpression, Tag
 
 from ..errors import MemoryKitError
 from ..keys import shared_key, user_key
 from ..llm.task import Task, TaskFailed, Text, is_placeholder, run_task
-from .index import content_hash, json_docs, nearest, owner_of, row_ids, tag_of, validity
+from . import vectors
+from .index import content_hash, decoded, owner_of, tag_of
 
 if TYPE_CHECKING:
     from .long_term import Memory, MemoryHit, MemoryStore
@@ -38,7 +36,7 @@ TIERS = ("exact", "semantic", "decided")  # Decision.tier: which step settled th
 CANDIDATE_DISTANCE = 0.65       # loose: updates sit up to ~0.6 from what they replace
 NEAR_DUPLICATE_DISTANCE = 0.04  # with the surface check: no non-duplicate of data/dedup/train.jsonl
 MAX_RETRIES = 32
-EXACT_SCAN_LIMIT = 500  # up to this many current memories per user and type, distances are exact
+EXACT_NEIGHBOURS = 5  # find_exact's fallback: the same normalized text is among this many nearest memories
 
 
 @dataclass
@@ -58,22 +56,21 @@ class Decision:
         return f"Decision({self.action} by {self.tier}{target}: {self.reason})"
 
 
-# KEYS[1]: a memory, KEYS[2..4]: its owner's ledgers (episodic, semantic, procedural), KEYS[5]: its access set.
-# ARGV: the caller's owner tag, the memory id, the shared tag when the caller is a user. Deletes the memory, the
-# ledger entry naming it and its access time, atomically: 1; 0 if missing or another owner's (the same answer); -1 if shared and the caller a user.
+# KEYS[1]: a memory, KEYS[2..4]: its owner's ledgers (episodic, semantic, procedural), KEYS[5]: its access set,
+# KEYS[6]: its owner's Vector Set, KEYS[7]: its owner's id registry (all under the owner's hash tag: one slot).
+# ARGV: the caller's owner tag, the memory id. Deletes the memory, its vector, its registry and ledger entries and
+# its access time, atomically: 1; 0 if missing or another owner's (the same answer).
 DROP_MEMORY = """
 local raw = redis.call('JSON.GET', KEYS[1], '$.user_tag', '$.memory_type', '$.content_hash')
 if not raw then return 0 end
 local doc = cjson.decode(raw)
-local tag = doc['$.user_tag'][1]
-if tag ~= ARGV[1] then
-  if tag ~= nil and tag == ARGV[3] then return -1 end
-  return 0
-end
+if doc['$.user_tag'][1] ~= ARGV[1] then return 0 end
 local ledger = KEYS[({episodic = 2, semantic = 3, procedural = 4})[doc['$.memory_type'][1]] or 0]
 local digest = doc['$.content_hash'][1]
 if ledger and digest and redis.call('HGET', ledger, digest) == ARGV[2] then redis.call('HDEL', ledger, digest) end
 redis.call('ZREM', KEYS[5], ARGV[2])
+redis.call('VREM', KEYS[6], ARGV[2])
+redis.call('ZREM', KEYS[7], ARGV[2])
 return redis.call('DEL', KEYS[1])
 """
 # KEYS[1]: a ledger. ARGV: a content hash, the id expected under it ('' = none), the id to put there ('' = remove).
@@ -82,11 +79,6 @@ if (redis.call('HGET', KEYS[1], ARGV[1]) or '') ~= ARGV[2] then return 0 end
 if ARGV[3] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) end
 return 1
 """
-
-
-def _scope(owner: str | None, memory_type: str) -> FilterExpression:
-    """Exactly this owner's (None: shared) current memories of this type."""
-    return (Tag("user_id") == tag_of(owner)) & (Tag("memory_type") == memory_type) & validity()
 
 
 def ledger_key(store: MemoryStore, owner: str | None, memory_type: str) -> str:
@@ -101,16 +93,17 @@ def _verified(store: MemoryStore, memory_id: str, owner: str | None, memory_type
               digest: str) -> Memory | None:
     """The memory a ledger entry names, if it still is what the entry claims: this owner's, this type,
     this content hash, current. None otherwise (a stale entry)."""
-    memory, tag = store._load([memory_id])[0]
+    memory, tag = store._load([store.key(memory_id, owner)])[0]
     ok = (memory is not None and tag == tag_of(owner) and memory.memory_type == memory_type
           and memory.content_hash == digest and memory.is_current)
     return memory if ok else None
 
 
 def find_exact(store: MemoryStore, content: str, user_id: str | None = None, memory_type: str = "episodic", *,
-               shared: bool = False, repair: bool = True) -> Memory | None:
+               shared: bool = False, repair: bool = True, vector: Sequence[float] | None = None) -> Memory | None:
     """The owner's current memory with the same normalized text (case, spaces, punctuation ignored). A ledger
-    entry is verified first; a stale one is a miss (and, with ``repair``, removed)."""
+    entry is verified first; a stale one is a miss (and, with ``repair``, removed). Then the nearest memories
+    are checked: the same text has (nearly) the same vector, and ``add()`` writes no ledger entry."""
     owner = owner_of(user_id, shared)
     digest, ledger = content_hash(content), ledger_key(store, owner, memory_type)
     mid = store.redis.hget(ledger, digest)
@@ -120,16 +113,12 @@ def find_exact(store: MemoryStore, content: str, user_id: str | None = None, mem
             return found
         if repair:
             store._ledger_cas(keys=[ledger], args=[digest, mid, ""])
-    q = FilterQuery(filter_expression=_scope(owner, memory_type) & (Tag("content_hash") == digest),
-                    return_fields=["id"], num_results=5)
-    q.sort_by("created_at", asc=True)
-    for mid in row_ids(store.index.query(q)):
-        found = _verified(store, mid, owner, memory_type, digest)
-        if found is not None:
-            if repair:
-                store._ledger_cas(keys=[ledger], args=[digest, "", found.id])
-            return found
-    return None
+    near = find_similar(store, content, user_id, memory_type, k=EXACT_NEIGHBOURS, distance_threshold=None,
+                        vector=vector, shared=shared)
+    same = sorted((h.memory for h in near if h.memory.content_hash == digest), key=lambda m: (m.created_at, m.id))
+    if same and repair:
+        store._ledger_cas(keys=[ledger], args=[digest, "", same[0].id])
+    return same[0] if same else None
 
 
 def ledger_moves(store: MemoryStore, pipe, memory: Memory, new_hash: str):
@@ -156,36 +145,17 @@ def ledger_moves(store: MemoryStore, pipe, memory: Memory, new_hash: str):
 def find_similar(store: MemoryStore, content: str, user_id: str | None = None, memory_type: str = "episodic",
                  k: int = 5, distance_threshold: float | None = CANDIDATE_DISTANCE,
                  vector: Sequence[float] | None = None, *, shared: bool = False) -> list[MemoryHit]:
-    """The ``k`` nearest current memories of this owner and type, within ``distance_threshold``."""
+    """The ``k`` nearest current memories of this owner and type, within ``distance_threshold``: VSIM on the
+    owner's Vector Set (written in the same transaction as each document, so never behind it)."""
     from .long_term import MemoryHit
 
     owner = owner_of(user_id, shared)
-    vector = np.asarray(vector if vector is not None else store.embedder.embed(content), dtype=np.float32)
-    scope = _scope(owner, memory_type)
-    # The ledger names every current memory remember() wrote, even one the index has not caught
-    # up with under concurrent writes; the index adds those stored with add(). Each is checked below.
-    ids = set(store.redis.hvals(ledger_key(store, owner, memory_type)))
-    ids |= set(row_ids(store.index.query(FilterQuery(filter_expression=scope, return_fields=["id"],
-                                                     num_results=EXACT_SCAN_LIMIT + 1))))
-    if len(ids) <= EXACT_SCAN_LIMIT:  # the usual case: exact cosine distances in numpy
-        ids = sorted(ids)
-        docs = json_docs(store.redis, [store.key(mid) for mid in ids], "$.embedding", "$.invalid_at",
-                         "$.user_tag", "$.memory_type")
-        mine = [tag_of(owner)], [memory_type]
-        found = {mid: got["$.embedding"][0] for mid, got in zip(ids, docs)
-                 if got and got.get("$.embedding") and not got.get("$.invalid_at")
-                 and (got.get("$.user_tag"), got.get("$.memory_type")) == mine}
-        if not found:
-            return []
-        distances = 1.0 - np.asarray(list(found.values()), dtype=np.float32) @ vector
-        rows = sorted(zip(distances.tolist(), found))[:k]
-    else:
-        found = nearest(store.index, vector.tolist(), scope, k)
-        rows = [(float(row["vector_distance"]), mid) for row, mid in zip(found, row_ids(found))]
-    if distance_threshold is not None:
-        rows = [row for row in rows if row[0] <= distance_threshold]
-    memories = store.get_many([mid for _, mid in rows], user_id, shared=shared)
-    return [MemoryHit(m, dist) for m, (dist, _) in zip(memories, rows) if m]
+    vector = vector if vector is not None else store.embedder.embed(content)
+    rows = vectors.search(store.redis, [(store.vectors_key(owner), vectors.where([memory_type]))], vector, k)[0]
+    rows = [(mid, d) for mid, d, _ in rows if distance_threshold is None or d <= distance_threshold]
+    loaded = store._load([store.key(mid, owner) for mid, _ in rows])
+    return [MemoryHit(m, d) for (m, tag), (_, d) in zip(loaded, rows)
+            if m is not None and tag == tag_of(owner) and m.memory_type == memory_type and m.is_current]
 
 
 _SURFACE = re.compile(r"\d+|(?<!^)\b[A-Z]\w*|(?i:\b(?:not|no|never|longer|anymore)\b|n't)")
@@ -318,7 +288,8 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
 
 def _cascade(store: MemoryStore, new: Memory, vector, llm) -> Decision:
     owner = dict(user_id=new.user_id, shared=new.user_id is None)
-    same = find_exact(store, new.content, memory_type=new.memory_type, repair=False, **owner)  # the ledger is WATCHed
+    same = find_exact(store, new.content, memory_type=new.memory_type, repair=False, vector=vector,
+                      **owner)  # the ledger is WATCHed
     if same is not None:
         return Decision("NOOP", same, same, "the same text is already stored", "exact")
     hits = find_similar(store, new.content, memory_type=new.memory_type, vector=vector, **owner)
@@ -345,8 +316,8 @@ def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, st
     closing = decision.action in ("UPDATE", "INVALIDATE") and target is not None
     drop_target = False
     if closing:
-        pipe.watch(store.key(target.id))
-        state = pipe.json().get(store.key(target.id), "$.invalid_at", "$.content_hash")
+        pipe.watch(store.key(target.id, target.user_id))
+        state = decoded(pipe.json().get(store.key(target.id, target.user_id), "$.invalid_at", "$.content_hash"))
         if not state or state["$.invalid_at"] or state["$.content_hash"] != [target.content_hash]:
             raise redis.WatchError("the target changed under us")  # deleted, closed or edited by another writer
         drop_target = pipe.hget(ledger, target.content_hash) == target.id
@@ -370,7 +341,10 @@ def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, st
 
 
 def _close(store: MemoryStore, pipe, memory: Memory, at: float, by: str) -> None:
-    """Queue: ``memory`` stops being current at ``at``, replaced by ``by`` (one JSON.MERGE: one re-index)."""
+    """Queue: ``memory`` stops being current at ``at``, replaced by ``by``: one JSON.MERGE, and the validity
+    its vector's attributes carry for FILTER, in the same transaction."""
     now = time.time()
-    pipe.json().merge(store.key(memory.id), "$", {"invalid_at": at, "superseded_by": by, "updated_at": now})
+    pipe.json().merge(store.key(memory.id, memory.user_id), "$",
+                      {"invalid_at": at, "superseded_by": by, "updated_at": now})
     memory.invalid_at, memory.superseded_by, memory.updated_at = at, by, now
+    vectors.set_attributes(pipe, store.vectors_key(memory.user_id), memory)

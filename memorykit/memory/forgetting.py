@@ -10,12 +10,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from redisvl.query import FilterQuery
-from redisvl.query.filter import Tag
 
-from .index import SHARED_TAG, owner_of, tag_of
+from .index import SHARED_TAG, decoded, json_docs, owner_of, tag_of
 from .retrieval import DAY, Recency, as_float
 
-_FIELDS = ["id", "$.user_id", "$.user_tag", "$.content", "$.created_at", "$.last_accessed", "$.invalid_at", "$.metadata.pinned"]
+_FIELDS = ["$.id", "$.user_id", "$.user_tag", "$.content", "$.created_at", "$.last_accessed", "$.invalid_at", "$.metadata.pinned"]
 
 
 @dataclass(frozen=True)
@@ -44,14 +43,12 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None, shared:
     """The dry run: what the policy would delete and why, never a pinned memory. ``user_id``: one user's
     memories; ``shared=True``: shared knowledge only; neither: everyone's (the budget spares shared knowledge)."""
     now = time.time() if now is None else now
-    scope = "*" if user_id is None and not shared else Tag("user_id") == tag_of(owner_of(user_id, shared))
-    everyone = FilterQuery(filter_expression=scope, return_fields=_FIELDS, num_results=1000)  # current and superseded
     out: dict[str, Forget] = {}
     kept: dict[str, list[tuple[float, str, dict]]] = defaultdict(list)
-    rows = [row for page in store.index.paginate(everyone, page_size=1000) for row in page]
+    rows = _rows(store, _keys(store, user_id, shared))
     used_at = _last_used(store, rows)
     for row in rows:
-        mid = row["id"].rsplit(":", 1)[-1]
+        mid = row["$.id"]
         owner = row.get("$.user_tag", "")
         if str(row.get("$.metadata.pinned", "")).lower() in ("true", "1"):
             continue
@@ -80,13 +77,30 @@ def plan(store, policy: ForgettingPolicy, *, user_id: str | None = None, shared:
     return sorted(out.values(), key=lambda f: (f.user_id or "", f.reason, f.id))
 
 
+def _keys(store, user_id: str | None, shared: bool) -> list[str]:
+    """Document keys of one owner's memories (current and superseded), from the owner's id registry; everyone's
+    (neither given) from the text index, which needs the query engine."""
+    if user_id is None and not shared:
+        everyone = FilterQuery(filter_expression="*", return_fields=["id"], num_results=1000)
+        index = store.need_index("a forgetting policy over every user (pass user_id= or shared=True)")
+        return [row["id"] for page in index.paginate(everyone, page_size=1000) for row in page]
+    owner = owner_of(user_id, shared)
+    return [store.key(mid, owner) for mid in store.redis.zrange(store.ids_key(owner), 0, -1)]
+
+
+def _rows(store, keys: list[str]) -> list[dict]:
+    """The fields a policy reads, per memory (path -> value; absent paths left out)."""
+    docs = json_docs(store.redis, keys, *_FIELDS)
+    return [{p: v[0] for p, v in doc.items() if v} for doc in docs if doc and doc.get("$.id")]
+
+
 def _last_used(store, rows: list[dict]) -> dict[str, float]:
     """When a search last returned each row's memory, from its owner's access set (one read per owner)."""
     by_owner: dict[str | None, list[str]] = defaultdict(list)
     for row in rows:
         owner = None if row.get("$.user_tag") == SHARED_TAG else row.get("$.user_id")
         if owner is not None or row.get("$.user_tag") == SHARED_TAG:
-            by_owner[owner].append(row["id"].rsplit(":", 1)[-1])
+            by_owner[owner].append(row["$.id"])
     used: dict[str, float] = {}
     for owner, ids in by_owner.items():
         used.update(store.last_used([owner], ids))
@@ -105,10 +119,11 @@ def forget(store, policy: ForgettingPolicy, *, user_id: str | None = None, share
 def pin(store, memory_id: str, pinned: bool = True, *, user_id: str | None = None, shared: bool = False) -> bool:
     """Exempt the owner's memory from every forgetting policy (or lift the exemption); False if there is no
     such memory for this owner (another user's included). One JSON path written, under WATCH."""
-    tag, key = tag_of(owner_of(user_id, shared)), store.key(memory_id)
+    owner = owner_of(user_id, shared)
+    tag, key = tag_of(owner), store.key(memory_id, owner)
 
     def attempt(pipe) -> bool:
-        if pipe.json().get(key, "$.user_tag") != [tag]:
+        if decoded(pipe.json().get(key, "$.user_tag")) != [tag]:
             return False
         pipe.multi()
         pipe.json().set(key, "$.metadata.pinned", bool(pinned))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import operator
 import re
 import unicodedata
@@ -40,6 +41,15 @@ def _parts(schema: IndexSchema) -> dict[str, Any]:
     return {"index": spec["index"], **{f"field {f['name']!r}": f for f in spec["fields"]}}
 
 
+def has_query_engine(client) -> bool:
+    """Whether the server answers the query engine's commands (a cluster of plain Redis nodes does not)."""
+    try:
+        client.execute_command("FT._LIST")
+        return True
+    except (redis.ResponseError, redis.exceptions.RedisClusterException):
+        return False
+
+
 def ensure_index(client: redis.Redis, schema_dict: dict[str, Any]) -> SearchIndex:
     """Create the index if missing (idempotent); if it exists with another schema, say so clearly."""
     wanted = IndexSchema.from_dict(schema_dict)
@@ -60,7 +70,8 @@ def ensure_index(client: redis.Redis, schema_dict: dict[str, Any]) -> SearchInde
             f"index {name!r} exists in Redis with a different schema than this code expects:\n  "
             + "\n  ".join(diffs)
             + f"\nDrop it (`FT.DROPINDEX {name}`: the documents stay and can be re-indexed) "
-            "or use another namespace.")
+            "or use another namespace. (Long-term memories written before their vectors moved to Vector Sets "
+            "are not migrated: add them again.)")
     return index
 
 
@@ -82,6 +93,11 @@ def nearest(index: SearchIndex, vector: Sequence[float], expr: FilterExpression 
     if threshold is None:
         return index.query(VectorQuery(list(vector), "embedding", **kw))
     return index.query(VectorRangeQuery(list(vector), "embedding", distance_threshold=threshold, **kw))
+
+
+def decoded(reply: Any) -> Any:
+    """A JSON.GET reply as Python data: a cluster pipeline under WATCH hands back the raw JSON text."""
+    return json.loads(reply) if isinstance(reply, (str, bytes)) else reply
 
 
 def json_docs(client: redis.Redis, keys: Sequence[str], *paths: str) -> list[Any]:
@@ -184,11 +200,14 @@ def validity(as_of: float | None = None) -> FilterExpression:
 
 def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None) -> int:
     """Delete one user's documents and keys in exactly this namespace, and (given ``embedder``) the
-    cached embeddings of their texts. Nothing is scanned: documents come from the namespace's fixed
-    indexes, keys from fixed names, the user's thread list and the user's key registry."""
+    cached embeddings of their texts. Nothing is scanned: long-term memories come from the user's id
+    registry, other documents from the namespace's fixed indexes (when the server has a query engine), keys
+    from fixed names, the user's thread list and the user's key registry."""
     check_id(user_id, "user_id")
-    doomed: set[str] = set()
-    texts: list[str] = []
+    ids = client.zrange(_memids(namespace, user_id), 0, -1)
+    memories = [user_key(namespace, "memory", user_id, mid) for mid in ids]
+    doomed: set[str] = set(memories)
+    texts: list[str] = [got[0] for got in json_docs(client, memories, "$.content") if got] if embedder else []
     for index in _indexes(client, namespace):
         fields = ["id"] + [f for f in ("content", "text") if f in index.schema.fields]
         q = FilterQuery(filter_expression=owner_filter(user_id), return_fields=fields, num_results=1000)
@@ -203,9 +222,15 @@ def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None
 
 def _indexes(client: redis.Redis, namespace: str) -> list[SearchIndex]:
     """This namespace's indexes that exist and hold memorykit's encoded owner tags."""
+    if not has_query_engine(client):
+        return []
     names = {n.decode() if isinstance(n, bytes) else n for n in client.execute_command("FT._LIST")}
     found = [SearchIndex.from_existing(n, redis_client=client) for n in index_names(namespace) if n in names]
     return [i for i in found if getattr(i.schema.fields.get("user_id"), "path", None) == owner_field()["path"]]
+
+
+def _memids(namespace: str, user_id: str) -> str:
+    return user_key(namespace, "memids", user_id)
 
 
 def user_keys(client: redis.Redis, namespace: str, user_id: str) -> set[str]:
@@ -213,7 +238,8 @@ def user_keys(client: redis.Redis, namespace: str, user_id: str) -> set[str]:
     threads_key, registry = user_key(namespace, "user", user_id, "threads"), registry_key(namespace, user_id)
     profile = user_key(namespace, "working:user", user_id)
     found = {threads_key, registry, profile, profile + ":history",
-             user_key(namespace, "memaccess", user_id),
+             user_key(namespace, "memaccess", user_id), user_key(namespace, "memvec", user_id),
+             _memids(namespace, user_id),
              *(user_key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES),
              *(key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES)}  # ledgers named before the hash tag
     for thread in client.zrange(threads_key, 0, -1):

@@ -1,90 +1,46 @@
-"""Long-term memory: episodic and semantic memories as JSON documents in a RedisVL index.
+"""Long-term memory: episodic and semantic memories as JSON documents, their vectors in per-owner Vector Sets.
 
-Every memory belongs to one user, or is shared knowledge (semantic, written with ``shared=True``, owned by a
-tag no user id can produce): a user reads their own memories plus shared ones, and every by-id call names its
-owner (another user's id answers like a missing one). A changed fact never overwrites the old one
-(:mod:`.dedup`): searches return current ones.
+Each owner's memories live under their hash tag: documents ``ns:memory:{<user>}:<id>`` (JSON, no vector), the
+vectors in ``ns:memvec:{<user>}`` (:mod:`.vectors`), the ids in ``ns:memids:{<user>}`` (a registry: id ->
+created_at, so list, count and forgetting need no index). One owner's writes are one transaction in one slot,
+which a Redis Cluster accepts. A RediSearch index over the documents (no vector field) serves text and hybrid
+search where the server has a query engine. Every memory belongs to one user, or is shared knowledge
+(semantic, written with ``shared=True``, owned by a tag no user id can produce): a user reads their own
+memories plus shared ones, and every by-id call names its owner (another user's id answers like a missing
+one). A changed fact never overwrites the old one (:mod:`.dedup`): searches return current ones.
 """
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, fields
 from typing import Any, Iterable, Sequence
 
 import redis
-from redisvl.query import CountQuery, FilterQuery
+from redis.cluster import RedisCluster
+from redisvl.query import FilterQuery
 from redisvl.query.filter import FilterExpression, Tag
 
-from ..errors import ValidationError
+from ..errors import ModuleMissingError, ValidationError
 from ..keys import check_id, check_namespace, key, shared_key, user_key
-from ..messages import new_id
-from . import dedup, retrieval
-from .index import (MEMORY_TYPES, SHARED_TAG, content_hash, delete_keys, ensure_index, forget_user, json_docs,
-                    memory_type_list, nearest, owner_field, owner_of, readable_tags, row_ids, tag_of, user_scope,
-                    validity, vector_field, visible_tags)
+from . import dedup, retrieval, vectors
+from .index import (MEMORY_TYPES, content_hash, decoded, delete_keys, ensure_index, forget_user, has_query_engine,
+                    json_docs, memory_type_list, owner_field, owner_of, readable_tags, tag_of, user_scope, validity,
+                    visible_tags)
+from .records import MEMORY_CONTEXT_HEADER, Memory, MemoryHit, format_memories  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
 MAX_MEMORY_CHARS = 20_000
-
-
-@dataclass
-class Memory:
-    """One long-term memory. ``invalid_at`` is None while the memory is current; ``user_id`` is None
-    for shared knowledge."""
-
-    content: str
-    user_id: str | None = None
-    memory_type: str = "episodic"
-    id: str = field(default_factory=new_id)
-    content_hash: str = ""
-    topics: list[str] = field(default_factory=list)
-    created_at: float = field(default_factory=time.time)
-    updated_at: float | None = None
-    last_accessed: float | None = None
-    valid_from: float | None = None
-    invalid_at: float | None = None
-    superseded_by: str | None = None
-    supersedes: str | None = None
-    source_thread: str | None = None
-    source_messages: list[str] = field(default_factory=list)
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def is_current(self) -> bool:
-        return self.invalid_at is None
-
-    @property
-    def shared(self) -> bool:
-        """Shared knowledge: every user reads it, only ``shared=True`` calls change it."""
-        return self.user_id is None
-
-
 _FIELDS = tuple(f.name for f in fields(Memory))
 _READ = (*(f"$.{f}" for f in _FIELDS), "$.user_tag")
 
 
-@dataclass
-class MemoryHit:
-    """A memory found by a search: its cosine ``distance`` (0 = same meaning) and, when the
-    search ranked by more than the vector (hybrid / recency), the score components."""
-
-    memory: Memory
-    distance: float
-    text_score: float | None = None
-    recency: float | None = None
-    score: float | None = None
-    rank: int | None = None
-
-    def __repr__(self) -> str:
-        return f"MemoryHit({self.distance:.3f}, [{self.memory.memory_type}] {self.memory.content!r})"
-
-
-def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
-    """The RedisVL schema of the memory index (the travel-agent demo's ``memoryIdx``, extended)."""
+def memory_schema(namespace: str) -> dict[str, Any]:
+    """The RedisVL schema of the memory text index (the travel-agent demo's ``memoryIdx`` minus the vector,
+    which lives in the owner's Vector Set): text, owner, type, topics, hash and times."""
     return {
-        "index": {"name": f"{namespace}_memories", "prefix": f"{namespace}:memory",
+        "index": {"name": f"{namespace}_memories", "prefix": f"{namespace}:memory:{{",
                   "storage_type": "json"},
         "fields": [
             {"name": "content", "type": "text"},
@@ -96,25 +52,47 @@ def memory_schema(namespace: str, dims: int) -> dict[str, Any]:
             {"name": "last_accessed", "type": "numeric"},
             {"name": "valid_from", "type": "numeric"},
             {"name": "invalid_at", "type": "numeric", "attrs": {"index_missing": True}},
-            vector_field(dims),
         ],
     }
 
 
 class MemoryStore:
-    """Add, search, list, update and delete long-term memories for many users."""
+    """Add, search, list, update and delete long-term memories for many users (``redis.Redis`` or
+    ``RedisCluster``: every transaction and script stays in one owner's slot)."""
 
     def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit"):
         self.redis = redis_client
         self.embedder = embedder
         self.namespace = check_namespace(namespace)
-        self.schema = memory_schema(namespace, embedder.dims)
-        self.index = ensure_index(redis_client, self.schema)
+        self.schema = memory_schema(namespace)
+        self.index = ensure_index(redis_client, self.schema) if has_query_engine(redis_client) else None
         self._drop_script = redis_client.register_script(dedup.DROP_MEMORY)
         self._ledger_cas = redis_client.register_script(dedup.LEDGER_CAS)
 
-    def key(self, memory_id: str) -> str:
-        return key(self.namespace, "memory", memory_id)
+    def _owned(self, structure: str, owner: str | None, *parts: str) -> str:
+        """A key under the owner's hash tag (``{%shared}`` for shared knowledge, owner None)."""
+        if owner is None:
+            return shared_key(self.namespace, structure, *parts)
+        return user_key(self.namespace, structure, owner, *parts)
+
+    def key(self, memory_id: str, owner: str | None) -> str:
+        """``ns:memory:{<owner>}:<id>``: the memory's JSON document (owner None: shared knowledge)."""
+        return self._owned("memory", owner, memory_id)
+
+    def vectors_key(self, owner: str | None) -> str:
+        """``ns:memvec:{<owner>}``: the owner's Vector Set (element = memory id)."""
+        return self._owned("memvec", owner)
+
+    def ids_key(self, owner: str | None) -> str:
+        """``ns:memids:{<owner>}``: the owner's registry, memory id -> created_at."""
+        return self._owned("memids", owner)
+
+    def need_index(self, what: str):
+        """The text index, or a clear error on a server without a query engine (a cluster without one)."""
+        if self.index is None:
+            raise ModuleMissingError(f"{what} needs Redis's query engine (RediSearch), which this server lacks; "
+                                     "vector search, remember, list, history and forgetting work without it")
+        return self.index
 
     def _new(self, content: str, owner: str | None, memory_type: str, *, topics: Sequence[str] | None = None,
              observed_at: float | None = None, **extra) -> Memory:
@@ -134,9 +112,10 @@ class MemoryStore:
                       content_hash=content_hash(content), created_at=now, updated_at=now,
                       valid_from=now if observed_at is None else observed_at, **extra)
 
-    def _doc(self, memory: Memory, vector: list[float]) -> dict[str, Any]:
+    @staticmethod
+    def _doc(memory: Memory) -> dict[str, Any]:
         doc = {k: v for k, v in asdict(memory).items() if v is not None}  # missing invalid_at == current
-        return {**doc, "user_tag": tag_of(memory.user_id), "embedding": vector}
+        return {**doc, "user_tag": tag_of(memory.user_id)}
 
     def add(self, content: str, user_id: str | None = None, memory_type: str | None = None, *,
             shared: bool = False, topics: Sequence[str] | None = None, metadata: dict | None = None,
@@ -162,16 +141,30 @@ class MemoryStore:
                 source_messages=list(item.pop("source_messages", None) or []), **item))
         if not memories:
             return []
-        vectors = self.embedder.embed_many([m.content for m in memories], batch_size=batch_size)
-        self.index.load([self._doc(m, v) for m, v in zip(memories, vectors)], id_field="id",
-                        batch_size=batch_size)
+        embedded = self.embedder.embed_many([m.content for m in memories], batch_size=batch_size)
+        by_owner: dict[str | None, list] = {}
+        for pair in zip(memories, embedded):
+            by_owner.setdefault(pair[0].user_id, []).append(pair)
+        for pairs in by_owner.values():  # one transaction per owner and batch: one slot each
+            for i in range(0, len(pairs), batch_size):
+                pipe = self.redis.pipeline(transaction=True)
+                for memory, vector in pairs[i : i + batch_size]:
+                    self._write(memory, vector, pipe)
+                pipe.execute()
         return memories
 
     def _write(self, memory: Memory, vector: list[float] | None = None, pipe=None) -> None:
-        if vector is None:  # unchanged content: keep the stored embedding
-            got = self.redis.json().get(self.key(memory.id), "$.embedding")
-            vector = got[0] if got else self.embedder.embed(memory.content)
-        (pipe or self.redis).json().set(self.key(memory.id), "$", self._doc(memory, vector))
+        """Queue (or run) the document, its registry entry and its vector (None: keep the stored vector and
+        rewrite its attributes)."""
+        client, owner = pipe if pipe is not None else self.redis.pipeline(transaction=True), memory.user_id
+        client.json().set(self.key(memory.id, owner), "$", self._doc(memory))
+        client.zadd(self.ids_key(owner), {memory.id: memory.created_at})
+        if vector is None:
+            vectors.set_attributes(client, self.vectors_key(owner), memory)
+        else:
+            vectors.add(client, self.vectors_key(owner), memory, vector)
+        if pipe is None:
+            client.execute()
 
     def _parse(self, raw: dict[str, list] | None) -> tuple[Memory | None, str | None]:
         """A memory and its owner tag out of a JSON.GET of :data:`_READ` (None, None if missing)."""
@@ -180,9 +173,9 @@ class MemoryStore:
         tag = next(iter(raw.get("$.user_tag") or []), None)
         return Memory(**{p[2:]: v[0] for p, v in raw.items() if v and p != "$.user_tag"}), tag
 
-    def _load(self, memory_ids: Sequence[str]) -> list[tuple[Memory | None, str | None]]:
-        """Memories and owner tags by id, unscoped (callers check the tag), in one round trip."""
-        return [self._parse(raw) for raw in json_docs(self.redis, [self.key(mid) for mid in memory_ids], *_READ)]
+    def _load(self, keys: Sequence[str]) -> list[tuple[Memory | None, str | None]]:
+        """Memories and owner tags by document key (callers check the tag), in one round trip."""
+        return [self._parse(raw) for raw in json_docs(self.redis, keys, *_READ)]
 
     def get(self, memory_id: str, user_id: str | None = None, *, shared: bool = False) -> Memory | None:
         """One memory the caller may read (their own or shared; ``shared=True``: shared only), else None."""
@@ -190,9 +183,17 @@ class MemoryStore:
 
     def get_many(self, memory_ids: Sequence[str], user_id: str | None = None, *,
                  shared: bool = False) -> list[Memory | None]:
-        """Read memories by id in one round trip; None for missing ones and for another user's."""
-        allowed = readable_tags(owner_of(user_id, shared))
-        return [m if tag in allowed else None for m, tag in self._load(memory_ids)]
+        """Read memories by id in one round trip (the user's key and the shared one); None for missing ones and
+        for another user's."""
+        owner = owner_of(user_id, shared)
+        owners = [owner] if owner is None else [owner, None]
+        found = iter(self._load([self.key(mid, o) for mid in memory_ids for o in owners]))
+        allowed = readable_tags(owner)
+        out = []
+        for _ in memory_ids:
+            got = [m for m, tag in (next(found) for _ in owners) if m is not None and tag in allowed]
+            out.append(got[0] if got else None)
+        return out
 
     def update(self, memory_id: str, content: str | None = None, *, user_id: str | None = None,
                shared: bool = False, topics: Sequence[str] | None = None, metadata: dict | None = None) -> Memory:
@@ -201,14 +202,14 @@ class MemoryStore:
         owner = owner_of(user_id, shared)
         fresh = self._new(content, owner, "semantic") if content is not None else None
         vector = self.embedder.embed(fresh.content) if fresh else None
-        k = self.key(memory_id)
+        k = self.key(memory_id, owner)
 
         def attempt(pipe) -> Memory:
-            memory, tag = self._parse(pipe.json().get(k, *_READ))
+            memory, tag = self._parse(decoded(pipe.json().get(k, *_READ)))
             self._check_owner(memory_id, memory, tag, owner)
             changes: dict[str, Any] = {"updated_at": time.time()}
             if fresh is not None and fresh.content != memory.content:
-                changes.update(content=fresh.content, content_hash=fresh.content_hash, embedding=vector)
+                changes.update(content=fresh.content, content_hash=fresh.content_hash)
             if topics is not None:
                 changes["topics"] = [t.strip().lower() for t in topics if t and t.strip()]
             if metadata is not None:
@@ -218,45 +219,52 @@ class MemoryStore:
             pipe.json().merge(k, "$", changes)
             moves(pipe)
             for name, value in changes.items():
-                if name != "embedding":
-                    setattr(memory, name, value)
+                setattr(memory, name, value)
+            if "content" in changes:  # the new vector, in the same transaction as the text
+                vectors.add(pipe, self.vectors_key(owner), memory, vector)
+            elif "topics" in changes:
+                vectors.set_attributes(pipe, self.vectors_key(owner), memory)
             return memory
 
         return self.redis.transaction(attempt, k, value_from_callable=True)
 
-    @staticmethod
-    def _check_owner(memory_id: str, memory: Memory | None, tag: str | None, owner: str | None) -> None:
+    def _check_owner(self, memory_id: str, memory: Memory | None, tag: str | None, owner: str | None) -> None:
         """Raise unless ``owner`` may change this memory; another user's answers exactly like a missing one."""
-        if memory is not None and tag == SHARED_TAG and owner is not None:
-            raise ValidationError(f"memory {memory_id!r} is shared knowledge: change it with shared=True")
         if memory is None or tag != tag_of(owner):
+            self._not_shared(memory_id, owner, "change")
             raise ValidationError(f"no memory with id {memory_id!r}")
+
+    def _not_shared(self, memory_id: str, owner: str | None, verb: str) -> None:
+        """A user naming a shared memory's id gets told how to reach it (its document is in the shared slot)."""
+        if owner is not None and self.redis.exists(self.key(memory_id, None)):
+            raise ValidationError(f"memory {memory_id!r} is shared knowledge: {verb} it with shared=True")
 
     def delete(self, memory_id: str, *, user_id: str | None = None, shared: bool = False) -> bool:
         """Hard delete the owner's memory and its exact-match ledger entry in one script; False if there is no
         such memory for this owner (history links to it are left dangling on purpose)."""
         owner = owner_of(user_id, shared)
         done = self._drop([(memory_id, owner)])[0]
-        if done < 0:
-            raise ValidationError(f"memory {memory_id!r} is shared knowledge: delete it with shared=True")
+        if not done:
+            self._not_shared(memory_id, owner, "delete")
         return bool(done)
 
     def _drop(self, owned: Sequence[tuple[str, str | None]]) -> list[int]:
-        """Delete (id, owner) pairs with :data:`dedup.DROP_MEMORY`, pipelined: 1 deleted, 0 absent or
-        another owner's, -1 shared knowledge asked for by a user."""
+        """Delete (id, owner) pairs with :data:`dedup.DROP_MEMORY` (document, vector, registry, ledger and
+        access entries: all in the owner's slot), pipelined: 1 deleted, 0 absent or another owner's."""
+        calls = [dict(keys=[self.key(memory_id, owner), *(dedup.ledger_key(self, owner, t) for t in MEMORY_TYPES),
+                            self.access_key(owner), self.vectors_key(owner), self.ids_key(owner)],
+                      args=[tag_of(owner), memory_id]) for memory_id, owner in owned]
+        if isinstance(self.redis, RedisCluster):  # redis-py runs no scripts in a cluster pipeline: one call each
+            return [int(self._drop_script(**call)) for call in calls]
         pipe = self.redis.pipeline(transaction=False)
-        for memory_id, owner in owned:
-            ledgers = [dedup.ledger_key(self, owner, t) for t in MEMORY_TYPES]
-            self._drop_script(keys=[self.key(memory_id), *ledgers, self.access_key(owner)],
-                              args=[tag_of(owner), memory_id, SHARED_TAG if owner is not None else ""], client=pipe)
+        for call in calls:
+            self._drop_script(**call, client=pipe)
         return [int(x) for x in pipe.execute()]
 
     def access_key(self, owner: str | None) -> str:
         """The owner's sorted set of memory id -> last time a search returned it (``ns:memaccess:{user}``;
         shared knowledge: ``ns:memaccess:{%shared}``)."""
-        if owner is None:
-            return shared_key(self.namespace, "memaccess")
-        return user_key(self.namespace, "memaccess", owner)
+        return self._owned("memaccess", owner)
 
     def touch(self, memories: Sequence[Memory]) -> int:
         """Record that these memories were just used, in their owners' access sets (one pipeline): the
@@ -292,26 +300,41 @@ class MemoryStore:
         expr = user_scope(user_id, memory_types)
         return expr if include_superseded else expr & validity(as_of)
 
+    @staticmethod
+    def _scopes(user_id: str | None, memory_types) -> list[tuple[str | None, list[str]]]:
+        """Whose memories of which types a user sees: their own, plus shared knowledge for semantic ones."""
+        types = memory_type_list(memory_types)
+        scopes = [(check_id(user_id, "user_id"), types)] if user_id is not None else []
+        scopes += [(None, ["semantic"])] if "semantic" in types else []
+        if not scopes:
+            raise ValidationError("a user_id is needed to search episodic or procedural memories")
+        return scopes
+
     def search(self, query: str, user_id: str | None = None,
                memory_types: Sequence[str] = ("episodic", "semantic"), k: int = 5,
                distance_threshold: float | None = None, *, topics: Sequence[str] | None = None,
                filters: FilterExpression | None = None, as_of: float | None = None, touch: bool = True,
                vector: Sequence[float] | None = None, mode: str = "vector", recency=None) -> list[MemoryHit]:
         """Nearest memories the user may see, closest first, with cosine distances (0 = same);
-        ``mode="text" | "hybrid"`` and ``recency`` rank as in :mod:`.retrieval`."""
-        if user_id is not None:
-            check_id(user_id, "user_id")
-        expr = self._filter(user_id, memory_types, as_of)
-        if topics:
-            expr = expr & (Tag("topics") == [t.lower() for t in topics])
-        if filters is not None:
-            expr = expr & filters
+        ``mode="text" | "hybrid"`` and ``recency`` rank as in :mod:`.retrieval`. ``filters`` (a RedisVL
+        expression over the indexed fields) needs the query engine."""
+        self._scopes(user_id, memory_types)
         vector = list(vector) if vector is not None else self.embedder.embed(query)
+
+        def near(count: int) -> list[tuple[str, float, float | None]]:
+            return self._nearest(vector, user_id, memory_types, count, as_of=as_of, topics=topics, filters=filters)
+
         if mode != "vector" or recency:
-            hits = retrieval.search(self, query, vector, expr, user_id=user_id,
+            expr = self._filter(user_id, memory_types, as_of)
+            if topics:
+                expr = expr & (Tag("topics") == [t.lower() for t in topics])
+            if filters is not None:
+                expr = expr & filters
+            hits = retrieval.search(self, query, vector, expr, near, user_id=user_id,
                                     memory_types=memory_types, k=k, mode=mode, recency=recency)
         else:
-            hits = self._hits(nearest(self.index, vector, expr, k, distance_threshold), user_id, memory_types)
+            rows = [(key, d) for key, d, _ in near(k) if distance_threshold is None or d <= distance_threshold]
+            hits = self._hits([{"id": key, "vector_distance": d} for key, d in rows], user_id, memory_types)
         if touch:
             self.touch([h.memory for h in hits])
         else:
@@ -320,11 +343,21 @@ class MemoryStore:
                 h.memory.last_accessed = max(filter(None, (h.memory.last_accessed, used.get(h.memory.id))), default=None)
         return hits
 
+    def _nearest(self, vector, user_id, memory_types, count: int, *, as_of=None, topics=None,
+                 filters: FilterExpression | None = None) -> list[tuple[str, float, float | None]]:
+        """(document key, cosine distance, created_at) of the ``count`` nearest memories the user sees."""
+        if filters is None:
+            return vectors.nearest(self, self._scopes(user_id, memory_types), vector, count, as_of, topics)
+        expr = self._filter(user_id, memory_types, as_of) & filters
+        if topics:
+            expr = expr & (Tag("topics") == [t.lower() for t in topics])
+        return vectors.filtered(self.redis, self.need_index("search(filters=...)"), expr, vector, count)
+
     def _hits(self, rows, user_id, memory_types) -> list[MemoryHit]:
-        """Rows -> MemoryHits, read in one pipeline; drops anything outside the user's scope."""
+        """Rows (document key, distance) -> MemoryHits, read in one pipeline; drops anything outside the scope."""
         allowed = {(t, tag) for t in memory_type_list(memory_types) for tag in visible_tags(user_id, t)}
         hits = []
-        for (memory, tag), row in zip(self._load(row_ids(rows)), rows):
+        for (memory, tag), row in zip(self._load([row["id"] for row in rows]), rows):
             if memory is None:
                 continue
             if (memory.memory_type, tag) not in allowed:  # defence in depth
@@ -335,15 +368,27 @@ class MemoryStore:
 
     def list(self, user_id: str | None = None, memory_types: Sequence[str] = ("episodic", "semantic"),
              *, include_superseded: bool = False, limit: int = 1000) -> list[Memory]:
-        """Memories a user may see (newest first), without a query."""
-        expr = self._filter(user_id, memory_types, include_superseded=include_superseded)
-        q = FilterQuery(filter_expression=expr, return_fields=["id"], num_results=limit)
-        q.sort_by("created_at", asc=False)
-        allowed = readable_tags(user_id)
-        return [m for m, tag in self._load(row_ids(self.index.query(q))) if m and tag in allowed]
+        """Memories a user may see (newest first), without a query: read from the owners' id registries."""
+        scopes = self._scopes(user_id, memory_types)
+        pipe = self.redis.pipeline(transaction=False)
+        for owner, _ in scopes:
+            pipe.zrange(self.ids_key(owner), 0, -1, withscores=True)
+        entries = sorted(((-created, mid, owner, tuple(types)) for (owner, types), got in zip(scopes, pipe.execute())
+                          for mid, created in got))
+        out: list[Memory] = []
+        for i in range(0, len(entries), 200):
+            batch = entries[i : i + 200]
+            for (_, _, owner, types), (m, tag) in zip(batch, self._load([self.key(e[1], e[2]) for e in batch])):
+                if m is not None and tag == tag_of(owner) and m.memory_type in types and (
+                        include_superseded or m.is_current):
+                    out.append(m)
+            if len(out) >= limit:
+                break
+        return out[:limit]
 
     def count(self, user_id: str | None = None, memory_types: Sequence[str] = ("episodic", "semantic")) -> int:
-        return int(self.index.query(CountQuery(filter_expression=self._filter(user_id, memory_types))))
+        """How many current memories of these types the user sees (their own and shared ones)."""
+        return len(self.list(user_id, memory_types, limit=10**9))
 
     def history(self, memory_id: str, *, user_id: str | None = None, shared: bool = False) -> list[Memory]:
         """The supersession chain ``memory_id`` belongs to, oldest first (a missing link ends it); the caller
@@ -371,19 +416,9 @@ class MemoryStore:
         return forget_user(self.redis, self.namespace, user_id, embedder=self.embedder)
 
     def drop(self) -> None:
-        """Drop the index, every memory document, the dedup ledgers and access sets of this namespace."""
-        self.index.delete(drop=True)
-        for structure in ("memhash", "memaccess"):
+        """Drop the text index and every memory document, vector set, registry, ledger and access set of this
+        namespace (a scan: for clean-up, never for one user)."""
+        if self.index is not None:
+            self.index.delete(drop=False)
+        for structure in ("memory", "memvec", "memids", "memhash", "memaccess"):
             delete_keys(self.redis, self.redis.scan_iter(match=key(self.namespace, structure) + ":*", count=1000))
-
-
-MEMORY_CONTEXT_HEADER = (
-    "Long-term memories about this user and the world (use them when they help; "
-    "do not mention that you have a memory unless the user asks):")
-
-
-def format_memories(items: Iterable[MemoryHit | Memory], header: str = MEMORY_CONTEXT_HEADER) -> str:
-    """A system-prompt block, one ``- [EPISODIC] ...`` line per memory (hits or memories); "" if none."""
-    memories = [getattr(item, "memory", item) for item in items or []]
-    lines = [f"- [{m.memory_type.upper()}] {' '.join(m.content.split())}" for m in memories if m.content.strip()]
-    return "\n".join([header, *lines]) if lines else ""

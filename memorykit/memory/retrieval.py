@@ -1,6 +1,6 @@
 """Hybrid retrieval for long-term memory: KNN and BM25 over the user's own memories, fused by plain RRF.
 
-The vector list is Redis's KNN under the user / type / validity filter. The text list is BM25 with the
+The vector list is VSIM on the owners' Vector Sets under the type / validity filter. The text list is BM25 with the
 user's own statistics: Redis counts, under the same filter, the memories holding each question word and
 returns them, and the score is computed here (RediSearch's BM25 counts words over every user's
 memories). The two lists are fused by reciprocal rank fusion (RRF, k = 60), which needs no score
@@ -15,13 +15,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-import numpy as np
-from redisvl.query import CountQuery, FilterQuery, VectorQuery
+from redisvl.query import CountQuery, FilterQuery
 from redisvl.query.filter import Text
 from redisvl.utils.stopwords import get_stopwords
 
 from ..errors import ValidationError
-from .index import json_docs, memory_type_list
+from . import vectors
+from .index import memory_type_list
 
 MODES = ("vector", "text", "hybrid")
 DAY = 86400.0
@@ -149,23 +149,21 @@ def text_scores(index, terms: Sequence[str], expr, df: dict[str, int], total: in
     return bm25(term_docs, df, total), [d for res in results for d in res.docs]
 
 
-def rank(index, query: str, vector: Sequence[float] | None, expr, *, k: int = 5, mode: str = "hybrid",
-         recency: Recency | None = None, last_used: Callable[[list[str]], dict[str, float]] | None = None
-         ) -> list[Candidate]:
+def rank(index, query: str, near: Callable[[int], list[tuple[str, float, float | None]]] | None, expr, *,
+         k: int = 5, mode: str = "hybrid", recency: Recency | None = None,
+         last_used: Callable[[list[str]], dict[str, float]] | None = None) -> list[Candidate]:
     """The ``k`` best candidates for ``query`` under ``mode``, each with its score components.
 
-    The vector list is Redis's KNN; the text list is BM25 computed here over the user's own memories
-    (Redis counts, then returns, per word the memories in scope that contain it: RediSearch's own BM25
-    would use index-wide counts). The two lists are fused by plain RRF; ``last_used`` maps memory keys to
-    their last access time, for ``recency``."""
+    The vector list is ``near(depth)``: (document key, distance, created_at) rows, closest first; the text
+    list is BM25 computed here over the user's own memories (Redis counts, then returns, per word the
+    memories in scope that contain it: RediSearch's own BM25 would use index-wide counts). The two lists are
+    fused by plain RRF; ``last_used`` maps memory keys to their last access time, for ``recency``."""
     if mode not in MODES:
         raise ValidationError(f"mode must be one of {MODES}, got {mode!r}")
     depth = max(DEPTH, k) if (mode == "hybrid" or recency) else k
     terms = query_terms(query) if mode != "vector" else []
-    batch = [VectorQuery(list(vector), "embedding", return_fields=_RETURN, num_results=depth,
-                         filter_expression=expr)] if mode != "text" else []
-    batch += [CountQuery(expr), *(CountQuery(_has(expr, t)) for t in terms)] if terms else []
-    results = index.batch_search([(q.query, q.params) for q in batch], batch_size=max(len(batch), 1))
+    batch = [CountQuery(expr), *(CountQuery(_has(expr, t)) for t in terms)] if terms else []
+    results = index.batch_search([(q.query, q.params) for q in batch], batch_size=len(batch)) if batch else []
     found: dict[str, Candidate] = {}
     lists: dict[str, list[str]] = {}
 
@@ -176,10 +174,10 @@ def rank(index, query: str, vector: Sequence[float] | None, expr, *, k: int = 5,
         return c
 
     if mode != "text":
-        knn = results.pop(0).docs
-        for doc in knn:
-            seen(doc).distance = float(doc.vector_distance)
-        lists["vector"] = [doc.id for doc in knn]
+        knn = near(depth)
+        for key, distance, created in knn:
+            found[key] = Candidate(key, distance=distance, created_at=as_float(created))
+        lists["vector"] = [key for key, _, _ in knn]
     if terms:
         total, df = results[0].total, {t: res.total for t, res in zip(terms, results[1:])}
         scores, docs = text_scores(index, terms, expr, df, total)
@@ -203,18 +201,20 @@ def rank(index, query: str, vector: Sequence[float] | None, expr, *, k: int = 5,
     return sorted(found.values(), key=lambda c: (-c.score, tie[c.id], c.id))[:k]
 
 
-def search(store, query: str, vector: Sequence[float], expr, *, user_id, memory_types, k: int = 5,
+def search(store, query: str, vector: Sequence[float], expr, near, *, user_id, memory_types, k: int = 5,
            mode: str = "hybrid", recency: Recency | bool | None = None) -> list:
     """MemoryStore.search for ``mode="text" | "hybrid"`` or with ``recency``: MemoryHits whose
-    ``distance``, ``text_score``, ``recency``, ``score`` and ``rank`` explain the order."""
+    ``distance``, ``text_score``, ``recency``, ``score`` and ``rank`` explain the order. Text needs the
+    query engine; the vector list comes from ``near`` (the store's Vector Sets)."""
     recency = Recency() if recency is True else recency or None
     types = memory_type_list(memory_types)  # whose access sets: the user's own, and shared knowledge's
     owners = ([user_id] if user_id is not None else []) + ([None] if "semantic" in types else [])
-    found = rank(store.index, query, vector, expr, k=k, mode=mode, recency=recency,
+    index = store.need_index(f"search(mode={mode!r})") if mode in ("text", "hybrid") else None
+    found = rank(index, query, near, expr, k=k, mode=mode, recency=recency,
                  last_used=lambda ids: store.last_used(owners, ids))
-    missing = [c for c in found if c.distance is None]  # found by the text query only: read their (unit) vectors
-    for c, got in zip(missing, json_docs(store.redis, [c.id for c in missing], "$.embedding")):
-        c.distance = float(1.0 - np.dot(vector, got[0])) if got else float("nan")
+    missing = [c for c in found if c.distance is None]  # found by the text query only: read their vectors
+    for c, d in zip(missing, vectors.distances(store.redis, [c.id for c in missing], vector)):
+        c.distance = d
     by_id = {c.id.rsplit(":", 1)[-1]: c for c in found}
     hits = store._hits([{"id": c.id, "vector_distance": c.distance} for c in found], user_id, memory_types)
     for position, hit in enumerate(hits, 1):
