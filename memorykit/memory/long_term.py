@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 
 MAX_MEMORY_CHARS = 20_000
 _FIELDS = tuple(f.name for f in fields(Memory))
-_READ = (*(f"$.{f}" for f in _FIELDS), "$.user_tag")
 
 
 def memory_schema(namespace: str) -> dict[str, Any]:
@@ -166,16 +165,16 @@ class MemoryStore:
         if pipe is None:
             client.execute()
 
-    def _parse(self, raw: dict[str, list] | None) -> tuple[Memory | None, str | None]:
-        """A memory and its owner tag out of a JSON.GET of :data:`_READ` (None, None if missing)."""
-        if not raw:
+    def _parse(self, raw: Any) -> tuple[Memory | None, str | None]:
+        """A memory and its owner tag out of a whole-document JSON.GET (``[doc]``); (None, None) if missing."""
+        doc = raw[0] if isinstance(raw, list) and raw else raw
+        if not isinstance(doc, dict):
             return None, None
-        tag = next(iter(raw.get("$.user_tag") or []), None)
-        return Memory(**{p[2:]: v[0] for p, v in raw.items() if v and p != "$.user_tag"}), tag
+        return Memory(**{f: doc[f] for f in _FIELDS if doc.get(f) is not None}), doc.get("user_tag")
 
     def _load(self, keys: Sequence[str]) -> list[tuple[Memory | None, str | None]]:
         """Memories and owner tags by document key (callers check the tag), in one round trip."""
-        return [self._parse(raw) for raw in json_docs(self.redis, keys, *_READ)]
+        return [self._parse(raw) for raw in json_docs(self.redis, keys, "$")]
 
     def get(self, memory_id: str, user_id: str | None = None, *, shared: bool = False) -> Memory | None:
         """One memory the caller may read (their own or shared; ``shared=True``: shared only), else None."""
@@ -205,7 +204,7 @@ class MemoryStore:
         k = self.key(memory_id, owner)
 
         def attempt(pipe) -> Memory:
-            memory, tag = self._parse(decoded(pipe.json().get(k, *_READ)))
+            memory, tag = self._parse(decoded(pipe.json().get(k, "$")))
             self._check_owner(memory_id, memory, tag, owner)
             changes: dict[str, Any] = {"updated_at": time.time()}
             if fresh is not None and fresh.content != memory.content:
@@ -265,6 +264,11 @@ class MemoryStore:
         """The owner's sorted set of memory id -> last time a search returned it (``ns:memaccess:{user}``;
         shared knowledge: ``ns:memaccess:{%shared}``)."""
         return self._owned("memaccess", owner)
+
+    def _access_of(self, doc_key: str) -> tuple[str, str]:
+        """(the owner's access set, memory id) of a document key ``ns:memory:{<owner>}:<id>``."""
+        tagged, memory_id = doc_key.removeprefix(f"{self.namespace}:memory:").rsplit(":", 1)
+        return f"{self.namespace}:memaccess:{tagged}", memory_id
 
     def touch(self, memories: Sequence[Memory]) -> int:
         """Record that these memories were just used, in their owners' access sets (one pipeline): the
@@ -334,7 +338,7 @@ class MemoryStore:
                                     memory_types=memory_types, k=k, mode=mode, recency=recency)
         else:
             rows = [(key, d) for key, d, _ in near(k) if distance_threshold is None or d <= distance_threshold]
-            hits = self._hits([{"id": key, "vector_distance": d} for key, d in rows], user_id, memory_types)
+            return self._hits([{"id": key, "vector_distance": d} for key, d in rows], user_id, memory_types, touch)
         if touch:
             self.touch([h.memory for h in hits])
         else:
@@ -353,16 +357,34 @@ class MemoryStore:
             expr = expr & (Tag("topics") == [t.lower() for t in topics])
         return vectors.filtered(self.redis, self.need_index("search(filters=...)"), expr, vector, count)
 
-    def _hits(self, rows, user_id, memory_types) -> list[MemoryHit]:
-        """Rows (document key, distance) -> MemoryHits, read in one pipeline; drops anything outside the scope."""
+    def _hits(self, rows, user_id, memory_types, touch: bool | None = None) -> list[MemoryHit]:
+        """Rows (document key, distance) -> MemoryHits, read in one pipeline; drops anything outside the scope.
+        ``touch`` True / False also records the use / reads the last use in that same round trip."""
         allowed = {(t, tag) for t in memory_type_list(memory_types) for tag in visible_tags(user_id, t)}
+        keys, now = [row["id"] for row in rows], time.time()
+        pipe = self.redis.pipeline(transaction=False)
+        for k in keys:
+            pipe.json().get(k, "$")
+        used: dict[str, list[str]] = {}  # the owners' access sets -> memory ids
+        for k in keys if touch is not None else ():
+            access, mid = self._access_of(k)
+            used.setdefault(access, []).append(mid)
+        for access, ids in used.items():
+            pipe.zadd(access, dict.fromkeys(ids, now)) if touch else pipe.zmscore(access, ids)
+        replies = pipe.execute(raise_on_error=False)
+        last = {mid: now for ids in used.values() for mid in ids} if touch else {
+            mid: float(t) for (_, ids), scores in zip(used.items(), replies[len(keys):]) for mid, t in zip(ids, scores)
+            if t is not None}
         hits = []
-        for (memory, tag), row in zip(self._load([row["id"] for row in rows]), rows):
+        for raw, row in zip(replies[:len(keys)], rows):
+            memory, tag = self._parse(None if isinstance(raw, Exception) else raw)
             if memory is None:
                 continue
             if (memory.memory_type, tag) not in allowed:  # defence in depth
                 log.error("memory %s of another user matched a scoped search; dropped", memory.id)
                 continue
+            if touch is not None:
+                memory.last_accessed = max(filter(None, (memory.last_accessed, last.get(memory.id))), default=None)
             hits.append(MemoryHit(memory, float(row["vector_distance"])))
         return hits
 
