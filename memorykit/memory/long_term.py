@@ -37,7 +37,8 @@ _FIELDS = tuple(f.name for f in fields(Memory))
 
 def memory_schema(namespace: str) -> dict[str, Any]:
     """The RedisVL schema of the memory text index (the travel-agent demo's ``memoryIdx`` minus the vector,
-    which lives in the owner's Vector Set): text, owner, type, topics, hash and times."""
+    which lives in the owner's Vector Set): text, owner, type, topics and times. The content hash is not indexed:
+    exact matches go through the per-owner ledger, and a unique tag per memory costs ~150 bytes each."""
     return {
         "index": {"name": f"{namespace}_memories", "prefix": f"{namespace}:memory:{{",
                   "storage_type": "json"},
@@ -46,7 +47,6 @@ def memory_schema(namespace: str) -> dict[str, Any]:
             owner_field("user_id"),
             {"name": "memory_type", "type": "tag"},
             {"name": "topics", "path": "$.topics[*]", "type": "tag"},
-            {"name": "content_hash", "type": "tag"},
             {"name": "created_at", "type": "numeric"},
             {"name": "last_accessed", "type": "numeric"},
             {"name": "valid_from", "type": "numeric"},
