@@ -22,7 +22,8 @@ def describe_model_calls(notebook: str) -> str:
         return f"Notebook {notebook} has not been measured yet: run `python scripts/model_calls.py {notebook}`."
     if not row["calls"]:
         return f"A full run of notebook {notebook} makes no model calls: it runs the same with any model."
-    lines = [f"A full run of notebook {notebook} with a real model makes {row['calls']:,} model calls: "
+    least = "" if row.get("finished", True) else "at least "  # the measured run stopped before the end
+    lines = [f"A full run of notebook {notebook} with a real model makes {least}{row['calls']:,} model calls: "
              f"{row['prompt_tokens']:,} tokens in, {row['completion_tokens']:,} out",
              f"(measured {row['measured']} with {row['model']}; the largest tasks: "
              + ", ".join(f"{t} x{n}" for t, n in sorted(row["by_task"].items(), key=lambda x: -x[1])[:3]) + ").",
