@@ -25,8 +25,9 @@ def describe_model_calls(notebook: str) -> str:
     least = "" if row.get("finished", True) else "at least "  # the measured run stopped before the end
     lines = [f"A full run of notebook {notebook} with a real model makes {least}{row['calls']:,} model calls: "
              f"{row['prompt_tokens']:,} tokens in, {row['completion_tokens']:,} out",
-             f"(measured {row['measured']} with {row['model']}; the largest tasks: "
-             + ", ".join(f"{t} x{n}" for t, n in sorted(row["by_task"].items(), key=lambda x: -x[1])[:3]) + ").",
+             f"(measured {row['measured']} with {row['model']}"
+             + "".join(f"; the largest tasks: " + ", ".join(f"{t} x{n}" for t, n in top) for top in [
+                 sorted(row.get("by_task", {}).items(), key=lambda x: -x[1])[:3]] if top) + ").",
              "At list prices the same tokens would cost:"]
     lines += [f"  {model:<12} ${cost:.4f}{PRICED_NOTE.get(model, '')}" for model, cost in row["cost_usd"].items()]
     return "\n".join(lines)
