@@ -207,7 +207,8 @@ class LlamaCppChat(OpenAIChat):
             stream.close()
         if refusal:
             raise Refusal(refusal)
-        if finish is None:  # the server broke the stream off without an error (seen on some prompts): ask unstreamed
+        if finish is None and not reply.content:  # the stream held the role and then nothing (llama-cpp-python on
+            # some prompts, without an error): ask unstreamed
             log.warning("the local model's stream ended without a finish reason; asking again without streaming")
             plain = {k: v for k, v in kwargs.items() if k != "stream_options"}
             return super()._complete(plain, max(deadline - time.monotonic(), 0.1), deadline)
