@@ -67,3 +67,15 @@ def test_no_code_cell_starts_with_an_nbval_comment(path):
     marked = [i for i, c in enumerate(nb.cells)
               if c.cell_type == "code" and re.match(r"\s*#\s*NBVAL", c.source, re.IGNORECASE)]
     assert not marked, f"{path.name}: cells {marked} start with an nbval comment; use cell tags (nbval-check-output, ...)"
+
+
+@pytest.mark.parametrize("path", [*NOTEBOOKS, ROOT / "notebooks" / "appendix_offline_stand_in.ipynb"],
+                         ids=lambda p: p.stem[:2])
+def test_every_plot_cell_keeps_its_image(path):
+    """A reader on GitHub sees every chart: notebooks are executed for commit with an inline backend."""
+    nb = nbformat.read(path, as_version=4)
+    blank = [i for i, c in enumerate(nb.cells)
+             if c.cell_type == "code" and re.search(r"plt\.(show|subplots)\(|\.plot\(", c.source)
+             and "nbval-skip" not in c.metadata.get("tags", [])
+             and not any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
+    assert not blank, f"{path.name}: plot cells {blank} have no saved image (run scripts/run_notebooks.py with an inline backend)"
