@@ -76,13 +76,13 @@ def origin_of(pairs: Sequence[tuple[str, str]], k: int) -> int:
     return k
 
 
-def analyze(pairs: Sequence[tuple[str, str]]) -> list[FoundFeedback]:
+def analyze(pairs: Sequence[tuple[str, str]], model=None) -> list[FoundFeedback]:
     """Feedback in a window of (user, assistant) exchanges, one item per (question, answer).
 
     The learned models say which turns are feedback and on which earlier exchange; a question
     asked again almost verbatim is negative feedback on the previous answer (implicit).
     """
-    model = feedback_model()
+    model = model or feedback_model()
     turns = {j: (k, label, "explicit") for j, k, label in model.found(pairs)}
     for j in range(1, len(pairs)):
         if repeats(pairs[j][0], pairs[j - 1][0]):
