@@ -38,7 +38,8 @@ LABELS = ("duplicate", "update", "invalidate", "new")
 THREE = {"duplicate": "duplicate", "update": "update", "invalidate": "update", "new": "new"}
 TREES = 300
 NEW_MARGIN = 0.05   # "new" wins unless another label is this much more probable (abstain toward storing)
-TRAIN_SPLITS = (("dedup", "train.jsonl"), ("independent_train", "dedup.jsonl"))
+TRAIN_SPLITS = (("dedup", "train.jsonl"), ("independent_train", "dedup.jsonl"),
+                ("independent_train", "dedup_2.jsonl"))
 
 # ---------------------------------------------------------------- masking value slots
 _MONTHS = ("january february march april may june july august september october november december "
@@ -232,6 +233,30 @@ class Encoder:
         return np.stack([self.memo[t] for t in texts])
 
 
+_CLAUSE = re.compile(r"[,.;:!?()]+\s*|\s+(?:and|but|so|because|though|although|which|while|plus)\s+|\s+-+\s+",
+                     re.IGNORECASE)
+
+
+def clauses(text: str) -> list[str]:
+    """The clauses of a long fact ("..., and she retired, so ..."), those of three words or more."""
+    return [c.strip() for c in _CLAUSE.split(text) if len(c.split()) >= 3]
+
+
+def trigrams(text: str) -> set[str]:
+    letters = re.sub(r"[^a-z0-9]+", " ", fold(text).replace("user", " ")).strip()
+    return {letters[i:i + 3] for i in range(len(letters) - 2)}
+
+
+def _surface_features(old: str, new: str, sent_old: np.ndarray, clause_vecs: np.ndarray) -> list[float]:
+    """Typo-robust overlap (character trigrams), the closest clause of the new fact, and their lengths."""
+    a, b = trigrams(old), trigrams(new)
+    union = a | b
+    closest = float(1.0 - (clause_vecs @ sent_old).max()) if len(clause_vecs) else float(1.0 - 0.0)
+    n_old, n_new = len(old.split()), len(new.split())
+    return [len(a & b) / len(union) if union else 1.0, len(a & b) / len(a) if a else 1.0, closest,
+            float(np.log((n_new + 1) / (n_old + 1)))]
+
+
 def featurize(olds: Sequence[str], news: Sequence[str], encode: Encoder) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Scalar features, and the vectors the stacked regressions read, for each (old, new) pair."""
     mo = [mask(as_fact(t)) for t in olds]
@@ -245,7 +270,15 @@ def featurize(olds: Sequence[str], news: Sequence[str], encode: Encoder) -> tupl
                  dtype=np.float32)
     relation = tmpl[:n] + tmpl[n:]
     relation /= np.linalg.norm(relation, axis=1, keepdims=True)
-    return X, {"direction": sent[n:] - sent[:n], "relation": relation}
+    sameness = np.hstack([np.abs(sent[n:] - sent[:n]), sent[n:] * sent[:n]])
+    parts = [clauses(m.text) for m in mn]
+    flat = [c for cs in parts for c in cs]
+    vecs = encode(flat) if flat else np.zeros((0, sent.shape[1]), dtype=np.float32)
+    offsets = np.cumsum([0] + [len(cs) for cs in parts])
+    surface = np.array([_surface_features(mo[i].text, mn[i].text, sent[i],
+                                          np.vstack([sent[n + i][None], vecs[offsets[i]:offsets[i + 1]]]))
+                        for i in range(n)], dtype=np.float32)
+    return X, {"direction": sent[n:] - sent[:n], "relation": relation, "sameness": sameness, "surface": surface}
 
 
 # ---------------------------------------------------------------- the classifier
@@ -253,33 +286,45 @@ class PairModel:
     """A random forest over the pair features plus logistic regressions, stacked out-of-fold, on the
     direction of change (new minus old sentence vector) and on the relation (the masked templates)."""
 
-    def __init__(self, encode: Encoder | None = None, stacks: Sequence[str] = ("direction", "relation")):
+    def __init__(self, encode: Encoder | None = None, stacks: Sequence[str] = ("direction", "relation"),
+                 trees: int = TREES, leaf: int = 2, class_weight: str | None = "balanced", c: float = 0.5,
+                 max_features: str | float = "sqrt", surface: bool = False):
         self.encode = encode or Encoder()
         self.stacks = tuple(stacks)
+        self.trees, self.leaf, self.class_weight, self.c, self.max_features = trees, leaf, class_weight, c, max_features
+        self.surface = surface
 
     def fit(self, pairs: Sequence[dict]) -> "PairModel":
+        X, vectors = featurize([p["existing"] for p in pairs], [p["new"] for p in pairs], self.encode)
+        return self.fit_features(X, vectors, np.array([p["label"] for p in pairs]))
+
+    def fit_features(self, X: np.ndarray, vectors: dict[str, np.ndarray], y: np.ndarray,
+                     weight: np.ndarray | None = None) -> "PairModel":
+        """Fit on features already computed by :func:`featurize` (the dev harness reuses them across folds)."""
         from sklearn.ensemble import RandomForestClassifier
         from sklearn.linear_model import LogisticRegression
         from sklearn.model_selection import cross_val_predict, StratifiedKFold
 
-        X, vectors = featurize([p["existing"] for p in pairs], [p["new"] for p in pairs], self.encode)
-        y = np.array([p["label"] for p in pairs])
         folds = StratifiedKFold(5, shuffle=True, random_state=1)
-        self.regressions, stacked = {}, [X]
+        self.regressions, stacked = {}, [X] + ([vectors["surface"]] if self.surface else [])
         for name in self.stacks:
-            regression = LogisticRegression(C=0.5, max_iter=3000)
+            regression = LogisticRegression(C=self.c, max_iter=3000)
             stacked.append(cross_val_predict(regression, vectors[name], y, cv=folds, method="predict_proba"))
             self.regressions[name] = regression.fit(vectors[name], y)
-        self.forest = RandomForestClassifier(TREES, min_samples_leaf=2, random_state=0)
-        self.forest.fit(np.hstack(stacked), y)
+        self.forest = RandomForestClassifier(self.trees, min_samples_leaf=self.leaf, class_weight=self.class_weight,
+                                             max_features=self.max_features, random_state=0, n_jobs=1)
+        self.forest.fit(np.hstack(stacked), y, sample_weight=weight)
         self.classes = list(self.forest.classes_)
-        self.n_train = len(pairs)
+        self.n_train = len(y)
         return self
 
     def predict_proba(self, olds: Sequence[str], news: Sequence[str]) -> list[dict[str, float]]:
         """One {label: probability} per (old, new) pair."""
-        X, vectors = featurize(olds, news, self.encode)
-        stacked = [X] + [self.regressions[name].predict_proba(vectors[name]) for name in self.stacks]
+        return self.proba_features(*featurize(olds, news, self.encode))
+
+    def proba_features(self, X: np.ndarray, vectors: dict[str, np.ndarray]) -> list[dict[str, float]]:
+        """One {label: probability} per row of features computed by :func:`featurize`."""
+        stacked = [X] + ([vectors["surface"]] if self.surface else []) + [self.regressions[name].predict_proba(vectors[name]) for name in self.stacks]
         probs = self.forest.predict_proba(np.hstack(stacked))
         return [dict(zip(self.classes, map(float, row))) for row in probs]
 
