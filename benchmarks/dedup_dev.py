@@ -5,7 +5,7 @@ Each fold fits the model on the course's training pairs, the other folds of
 ``data/independent_train/dedup.jsonl`` and every other independent training file, then scores the fold through
 the cascade of ``remember()`` (hash, far -> ADD, near-identical -> NOOP, else the model), as notebook 05 does.
 
-    .venv/bin/python benchmarks/dedup_dev.py [--folds 5] [--repeats 2]
+    .venv/bin/python benchmarks/dedup_dev.py [--variants base bal+same] [--margin 0 0.05]
 """
 from __future__ import annotations
 
@@ -62,20 +62,16 @@ def show(name: str, acc: float, confusion: dict) -> None:
         print(f"    {t:9} -> " + ", ".join(f"{k} {v}" for k, v in row.items()))
 
 
+OLD = dict(class_weight=None, stacks=("direction", "relation"))  # the model before issue #29's session
 VARIANTS = {  # PairModel settings compared on the same folds; "use2": train on dedup_2.jsonl, "w": weight of independent rows
-    "base": dict(use2=False),
-    "base+2": dict(),
-    "same": dict(stacks=("direction", "relation", "sameness")),
-    "w2": dict(w=2.0),
-    "balanced": dict(class_weight="balanced"),
-    "leaf1": dict(leaf=1),
-    "leaf4": dict(leaf=4),
-    "c2": dict(c=2.0),
-    "mf03": dict(max_features=0.3),
-    "surf": dict(surface=True),
-    "surf+same": dict(surface=True, stacks=("direction", "relation", "sameness")),
-    "bal+same": dict(class_weight="balanced", stacks=("direction", "relation", "sameness")),
-    "bal+surf": dict(class_weight="balanced", surface=True),
+    "base": dict(OLD, use2=False),
+    "base+2": dict(OLD),
+    "same": dict(OLD, stacks=("direction", "relation", "sameness")),
+    "w2": dict(OLD, w=2.0),
+    "balanced": dict(OLD, class_weight="balanced"),
+    "leaf1": dict(OLD, leaf=1),
+    "c2": dict(OLD, c=2.0),
+    "bal+same": dict(),  # the defaults now: class-balanced forest, sameness stack, dedup_2 in training
 }
 
 
@@ -84,7 +80,7 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--margin", type=float, nargs="*", default=None, help="NEW_MARGIN values to compare")
-    parser.add_argument("--variants", nargs="*", default=["base+2"], choices=sorted(VARIANTS))
+    parser.add_argument("--variants", nargs="*", default=["bal+same"], choices=sorted(VARIANTS))
     args = parser.parse_args()
     from sklearn.model_selection import StratifiedKFold
 

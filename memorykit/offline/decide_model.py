@@ -5,11 +5,14 @@ beyond cosine distance: the distance of the sentences and of their *templates* (
 dates, names and places masked, so "lives in Lisbon" and "moved to Berlin" share a
 relation); which masked value slots agree or changed; negation, change and addition cues
 counted as features (the classifier weighs them, no rule fires on them); whether the fact is
-about someone else ("User's sister ..."); and a logistic regression over the difference of
-the two sentence vectors (the direction of the change), stacked out-of-fold. Whether a
+about someone else ("User's sister ..."); and logistic regressions, stacked out-of-fold, over the
+difference of the two sentence vectors (the direction of the change), over the masked templates (the
+relation) and over their element-wise agreement (|new - old| and new * old: a paraphrase in other
+words). The forest weighs the classes as balanced (chosen on a dev split, see below). Whether a
 relation holds one value (lives in, works at) or accumulates (visited, likes) is not coded
 anywhere: the forest learns it from labelled pairs: ``data/dedup/train.jsonl`` (the course's)
-and ``data/independent_train/dedup.jsonl`` (written apart from the method, in many voices).
+and ``data/independent_train/dedup.jsonl`` + ``dedup_2.jsonl`` (written apart from the method, in many
+voices). ``benchmarks/dedup_dev.py`` cross-validates choices on the independent training pairs.
 
 Abstention: losing a fact costs more than storing a near-duplicate, so the model answers "new"
 unless another label beats it by more than ``NEW_MARGIN`` (chosen on the course's training
@@ -37,6 +40,7 @@ from ..course.dedup_eval import as_fact
 LABELS = ("duplicate", "update", "invalidate", "new")
 THREE = {"duplicate": "duplicate", "update": "update", "invalidate": "update", "new": "new"}
 TREES = 300
+STACKS = ("direction", "relation", "sameness")  # the vectors a logistic regression reads, stacked into the forest
 NEW_MARGIN = 0.05   # "new" wins unless another label is this much more probable (abstain toward storing)
 TRAIN_SPLITS = (("dedup", "train.jsonl"), ("independent_train", "dedup.jsonl"),
                 ("independent_train", "dedup_2.jsonl"))
@@ -233,30 +237,6 @@ class Encoder:
         return np.stack([self.memo[t] for t in texts])
 
 
-_CLAUSE = re.compile(r"[,.;:!?()]+\s*|\s+(?:and|but|so|because|though|although|which|while|plus)\s+|\s+-+\s+",
-                     re.IGNORECASE)
-
-
-def clauses(text: str) -> list[str]:
-    """The clauses of a long fact ("..., and she retired, so ..."), those of three words or more."""
-    return [c.strip() for c in _CLAUSE.split(text) if len(c.split()) >= 3]
-
-
-def trigrams(text: str) -> set[str]:
-    letters = re.sub(r"[^a-z0-9]+", " ", fold(text).replace("user", " ")).strip()
-    return {letters[i:i + 3] for i in range(len(letters) - 2)}
-
-
-def _surface_features(old: str, new: str, sent_old: np.ndarray, clause_vecs: np.ndarray) -> list[float]:
-    """Typo-robust overlap (character trigrams), the closest clause of the new fact, and their lengths."""
-    a, b = trigrams(old), trigrams(new)
-    union = a | b
-    closest = float(1.0 - (clause_vecs @ sent_old).max()) if len(clause_vecs) else float(1.0 - 0.0)
-    n_old, n_new = len(old.split()), len(new.split())
-    return [len(a & b) / len(union) if union else 1.0, len(a & b) / len(a) if a else 1.0, closest,
-            float(np.log((n_new + 1) / (n_old + 1)))]
-
-
 def featurize(olds: Sequence[str], news: Sequence[str], encode: Encoder) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Scalar features, and the vectors the stacked regressions read, for each (old, new) pair."""
     mo = [mask(as_fact(t)) for t in olds]
@@ -271,28 +251,21 @@ def featurize(olds: Sequence[str], news: Sequence[str], encode: Encoder) -> tupl
     relation = tmpl[:n] + tmpl[n:]
     relation /= np.linalg.norm(relation, axis=1, keepdims=True)
     sameness = np.hstack([np.abs(sent[n:] - sent[:n]), sent[n:] * sent[:n]])
-    parts = [clauses(m.text) for m in mn]
-    flat = [c for cs in parts for c in cs]
-    vecs = encode(flat) if flat else np.zeros((0, sent.shape[1]), dtype=np.float32)
-    offsets = np.cumsum([0] + [len(cs) for cs in parts])
-    surface = np.array([_surface_features(mo[i].text, mn[i].text, sent[i],
-                                          np.vstack([sent[n + i][None], vecs[offsets[i]:offsets[i + 1]]]))
-                        for i in range(n)], dtype=np.float32)
-    return X, {"direction": sent[n:] - sent[:n], "relation": relation, "sameness": sameness, "surface": surface}
+    return X, {"direction": sent[n:] - sent[:n], "relation": relation, "sameness": sameness}
 
 
 # ---------------------------------------------------------------- the classifier
 class PairModel:
-    """A random forest over the pair features plus logistic regressions, stacked out-of-fold, on the
-    direction of change (new minus old sentence vector) and on the relation (the masked templates)."""
+    """A class-balanced random forest over the pair features plus logistic regressions, stacked out-of-fold,
+    on the direction of change (new minus old sentence vector), the relation (the masked templates) and the
+    sameness of the two sentences (|new - old| and new * old)."""
 
-    def __init__(self, encode: Encoder | None = None, stacks: Sequence[str] = ("direction", "relation"),
+    def __init__(self, encode: Encoder | None = None, stacks: Sequence[str] = STACKS,
                  trees: int = TREES, leaf: int = 2, class_weight: str | None = "balanced", c: float = 0.5,
-                 max_features: str | float = "sqrt", surface: bool = False):
+                 max_features: str | float = "sqrt"):
         self.encode = encode or Encoder()
         self.stacks = tuple(stacks)
         self.trees, self.leaf, self.class_weight, self.c, self.max_features = trees, leaf, class_weight, c, max_features
-        self.surface = surface
 
     def fit(self, pairs: Sequence[dict]) -> "PairModel":
         X, vectors = featurize([p["existing"] for p in pairs], [p["new"] for p in pairs], self.encode)
@@ -306,7 +279,7 @@ class PairModel:
         from sklearn.model_selection import cross_val_predict, StratifiedKFold
 
         folds = StratifiedKFold(5, shuffle=True, random_state=1)
-        self.regressions, stacked = {}, [X] + ([vectors["surface"]] if self.surface else [])
+        self.regressions, stacked = {}, [X]
         for name in self.stacks:
             regression = LogisticRegression(C=self.c, max_iter=3000)
             stacked.append(cross_val_predict(regression, vectors[name], y, cv=folds, method="predict_proba"))
@@ -324,7 +297,7 @@ class PairModel:
 
     def proba_features(self, X: np.ndarray, vectors: dict[str, np.ndarray]) -> list[dict[str, float]]:
         """One {label: probability} per row of features computed by :func:`featurize`."""
-        stacked = [X] + ([vectors["surface"]] if self.surface else []) + [self.regressions[name].predict_proba(vectors[name]) for name in self.stacks]
+        stacked = [X] + [self.regressions[name].predict_proba(vectors[name]) for name in self.stacks]
         probs = self.forest.predict_proba(np.hstack(stacked))
         return [dict(zip(self.classes, map(float, row))) for row in probs]
 
