@@ -20,13 +20,14 @@ def test_a_close_call_is_stored_as_new_and_a_clear_one_is_not():
     assert decision(close, margin=0.0) == "duplicate"   # the margin is what turns the close call
 
 
-def test_the_decider_learns_from_both_training_sets_and_never_from_an_evaluation_set():
+def test_the_decider_learns_from_every_training_set_and_never_from_an_evaluation_set():
     from memorykit.offline.decide_model import training_pairs
 
     pairs = {(p["existing"], p["new"]) for p in training_pairs()}
     course = {(p["existing"], p["new"]) for p in dedup_eval.load_pairs("train")}
     apart = {(p["existing"], p["new"]) for p in dedup_eval.load_pairs("independent_train")}
-    assert course <= pairs and apart <= pairs and len(apart) > 400
+    apart2 = {(p["existing"], p["new"]) for p in dedup_eval.load_pairs("independent_train_2")}
+    assert course <= pairs and apart <= pairs and apart2 <= pairs and len(apart) > 400 and len(apart2) >= 240
     for split in ("heldout", "independent"):
         assert not pairs & {(p["existing"], p["new"]) for p in dedup_eval.load_pairs(split)}, split
 
