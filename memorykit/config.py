@@ -46,7 +46,7 @@ class Settings:
     openai_api_key: str | None = _from_env("OPENAI_API_KEY")
     openai_base_url: str | None = _from_env("OPENAI_BASE_URL")
     llm: str | None = _from_env("MEMORYKIT_LLM")
-    llm_model: str = _from_env("MEMORYKIT_LLM_MODEL", "gpt-4o-mini")
+    llm_model: str = _from_env("MEMORYKIT_LLM_MODEL", "gpt-5-mini")
     llm_timeout: float = _from_env("MEMORYKIT_LLM_TIMEOUT", "30", float)
     llm_max_tokens: int = _from_env("MEMORYKIT_LLM_MAX_TOKENS", "512", int)
     llm_json_mode: str = _from_env("MEMORYKIT_LLM_JSON_MODE", "json_schema")

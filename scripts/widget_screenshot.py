@@ -9,15 +9,7 @@ with Debian's Chromium through Playwright (as tests/browser does). Offline model
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -40,85 +32,35 @@ widget = mk.ChatWidget(play_agent, user_id="raphael", thread_id="play")
 widget.send({FIRST!r}).reply"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_lab(folder: Path) -> tuple[subprocess.Popen, str]:
-    """JupyterLab on loopback with a token, serving ``folder``; returns the process and the notebook's URL."""
-    settings = folder / "lab-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-    port, token = _free_port(), "memorykit-shot"
-    env = dict(os.environ, MEMORYKIT_HOME=str(ROOT), MEMORYKIT_LLM="offline", PYTHONPATH=str(ROOT),
-               JUPYTERLAB_SETTINGS_DIR=str(folder / "lab-settings"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-         f"--IdentityProvider.token={token}", "--allow-root", f"--ServerApp.root_dir={folder}"],
-        env=env, stdout=open(folder / "lab.log", "w"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=1)
-            return proc, f"http://127.0.0.1:{port}/lab/tree/widget.ipynb?token={token}"
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise SystemExit("JupyterLab did not start: " + (folder / "lab.log").read_text()[-2000:])
-            time.sleep(0.5)
-
-
-def _screenshot(url: str, chromium: str) -> None:
-    from playwright.sync_api import sync_playwright
-
+def _screenshot(url: str) -> None:
+    """Run the two cells, ask the question, open the Long-term tab and save the widget's picture."""
+    from memorykit.course import lab
     from memorykit.course.widgets import PLACEHOLDER
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, headless=True, args=[
-            "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run", "--disable-sync"])
-        page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        try:
-            page.goto(url)
-            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=180_000)
-            page.click("#jp-MainMenu >> text=Run")
-            page.click("text=Run All Cells")
-            box = page.locator(f"input[placeholder='{PLACEHOLDER}']").last
-            box.wait_for(timeout=300_000)
-            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=300_000)
-            widget = box.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][last()]")
-            box.scroll_into_view_if_needed()
-            box.fill(QUESTION)
-            widget.locator("button:has-text('Send')").click()
-            widget.locator("text=🤖 agent").nth(1).wait_for(timeout=120_000)  # the second reply
-            widget.locator(".lm-TabBar-tab:has-text('Long-term')").click()
-            widget.locator("text=used in the last reply").first.wait_for(timeout=60_000)
-            page.wait_for_timeout(500)
-            widget.screenshot(path=str(OUT))
-        finally:
-            browser.close()
+    with lab.chromium_page() as page:
+        lab.run_all(page, url)
+        box, widget = lab.chat_widget(page, PLACEHOLDER)
+        box.fill(QUESTION)
+        widget.locator("button:has-text('Send')").click()
+        widget.locator("text=🤖 agent").nth(1).wait_for(timeout=120_000)  # the second reply
+        widget.locator(".lm-TabBar-tab:has-text('Long-term')").click()
+        widget.locator("text=used in the last reply").first.wait_for(timeout=60_000)
+        page.wait_for_timeout(500)
+        widget.screenshot(path=str(OUT))
 
 
 def main() -> None:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
+    from memorykit.course import lab
+
+    if lab.chromium_path() is None:
         raise SystemExit("Chromium is not installed (apt-get install chromium)")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         nb = new_notebook(cells=[new_code_cell(SETUP), new_code_cell("widget")])
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         nbformat.write(nb, folder / "widget.ipynb")
-        proc, url = _start_lab(folder)
-        try:
-            _screenshot(url, chromium)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        with lab.running_lab(folder, "widget.ipynb") as url:
+            _screenshot(url)
     import memorykit as mk
 
     r = mk.connect()
