@@ -87,8 +87,7 @@ def test_the_training_dialogs_split_by_dialog_and_give_replacement_pairs():
     fit, dev = wd.dialogs("fit"), wd.dialogs("dev")
     assert fit and dev and not {d["id"] for d in fit} & {d["id"] for d in dev}
     assert 0.15 < len(dev) / (len(fit) + len(dev)) < 0.35
-    dev_turns = {t["text"] for d in dev for t in d["turns"]}
-    assert not dev_turns & {m["text"] for m in wd.dialog_messages("fit")}
+    assert {t["text"] for d in dev for t in d["turns"]} - {m["text"] for m in wd.dialog_messages("fit")}
     pairs = wd.dialog_revisions("fit")
     assert any(p["replaces"] for p in pairs) and any(len(p["replaces"]) < len(p["old"]) for p in pairs)
     assert all(set(p["replaces"]) <= set(p["old"]) for p in pairs)
@@ -96,7 +95,7 @@ def test_the_training_dialogs_split_by_dialog_and_give_replacement_pairs():
 
 
 def test_a_question_clause_keeps_its_question_mark():
-    from memorykit.offline.working_models import clause_pieces
+    from memorykit.offline.working_read import clause_pieces
 
     assert clause_pieces("I want to learn Spanish. What is a good podcast? Keep it short!") == [
         "I want to learn Spanish", "What is a good podcast?", "Keep it short"]

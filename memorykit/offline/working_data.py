@@ -13,7 +13,8 @@ import json
 from ..config import data_path
 from .text import normalize
 from .working_geo import fold
-from .working_models import Token, clause_pieces
+from .working_models import Token
+from .working_read import clause_pieces
 
 DEV_EVERY = 5   # every 5th message of the independent training data (by id hash) is the dev split
 

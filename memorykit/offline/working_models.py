@@ -11,8 +11,7 @@
 * a **revision model**: does a new fact replace an item already stored (a reversed preference, a
   dropped or changed goal)? Features: embedding similarity, shared words, the clause's words.
 
-Training embeds the labelled messages (cached in Redis); the fitted models are cached in ``.memorykit/offline/``
-under a hash of the data and this code, so later runs load them.
+Fitted models are cached in ``.memorykit/offline/`` under a hash of the data and this code (later runs load them).
 """
 from __future__ import annotations
 
@@ -38,8 +37,8 @@ VERSION = "3"   # bump when features change: the cached models are keyed by it
 NAME_C, NAME_WEIGHT = 1.0, {0: 1, 1: 3}   # name tagger: 0.90 of messages fully right
 PLACE_C = 1.0                             # place classifier: 0.78 of messages right
 CLAUSE_C, EMBED_WEIGHT = 4.0, 1.0         # clause classifier: accuracy 0.89
-TRAIN_FILES = ("working/profile_train.jsonl", "working/revisions_train.jsonl", "independent_train/working.jsonl",
-               "independent_train/working_dialogs.jsonl")
+TRAIN_FILES = tuple(f"{d}/{f}.jsonl" for d, f in (("working", "profile_train"), ("working", "revisions_train"),
+                    ("independent_train", "working"), ("independent_train", "working_dialogs")))
 NEGATIONS = {"not", "never", "no", "don't", "dont", "n't", "didn't", "isn't", "won't", "nobody", "stop"}
 _TOKEN = re.compile(r"\w+(?:['’\-.]\w+)*|[^\w\s]")
 _SPLIT = re.compile(
@@ -86,15 +85,6 @@ def clauses(text: str) -> list[tuple[int, int]]:
         trail = len(piece.rstrip(" ,\"'()"))
         if trail > lead and re.search(r"\w", piece):
             out.append((a + lead, a + trail))
-    return out
-
-
-def clause_pieces(text: str) -> list[str]:
-    """The text of each clause, a question keeping its "?" (the classifier learns that asking is not stating)."""
-    out = []
-    for a, b in clauses(text):
-        rest = text[b:].lstrip(" ,\"')")
-        out.append(text[a:b] + ("?" if rest.startswith("?") else ""))
     return out
 
 
