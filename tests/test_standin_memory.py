@@ -81,6 +81,27 @@ def test_the_working_models_never_learn_from_an_evaluation_dialog():
         assert not trained & turns, name
 
 
+def test_the_training_dialogs_split_by_dialog_and_give_replacement_pairs():
+    """A dialog is wholly in the dev split or wholly trained on; each replacement pair names items stored before."""
+    from memorykit.offline import working_data as wd
+
+    fit, dev = wd.dialogs("fit"), wd.dialogs("dev")
+    assert fit and dev and not {d["id"] for d in fit} & {d["id"] for d in dev}
+    assert 0.15 < len(dev) / (len(fit) + len(dev)) < 0.35
+    assert {t["text"] for d in dev for t in d["turns"]} - {m["text"] for m in wd.dialog_messages("fit")}
+    pairs = wd.dialog_revisions("fit")
+    assert any(p["replaces"] for p in pairs) and any(len(p["replaces"]) < len(p["old"]) for p in pairs)
+    assert all(set(p["replaces"]) <= set(p["old"]) for p in pairs)
+    assert wd.as_eval_dialog(dev[0])["turns"] == [t["text"] for t in dev[0]["turns"]]
+
+
+def test_a_question_clause_keeps_its_question_mark():
+    from memorykit.offline.working_read import clause_pieces
+
+    assert clause_pieces("I want to learn Spanish. What is a good podcast? Keep it short!") == [
+        "I want to learn Spanish", "What is a good podcast?", "Keep it short"]
+
+
 # ------------------------------------------------------------------ working memory: places and goals
 def test_a_goal_span_is_never_a_bare_year_or_number():
     from memorykit.offline.working_read import names_something

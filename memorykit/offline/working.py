@@ -14,6 +14,7 @@ from typing import Any
 
 from ..memory.working_tools import WorkingInput, WorkingUpdate
 from .working_models import cosine
+from . import working_read
 from .working_read import Fact, Reading, read, replaces
 
 FIELD_KINDS = {"name": "name", "timezone": "timezone", "goal": "goals", "like": "likes",
@@ -72,16 +73,29 @@ class Lists:
             self.log.append(f"{fact.kind}: {item}")
 
 
-def _facts(readings: list[Reading]) -> tuple[str | None, str | None, list[Fact]]:
-    name = next((r.name for r in reversed(readings) if r.name), None)
+def _facts(readings: list[Reading], current_name: str | None = None) -> tuple[str | None, str | None, list[Fact]]:
+    """(name, timezone, facts) the messages give; a name already stored changes only on a sure reading."""
+    named = next((r for r in reversed(readings) if r.name), None)
+    name = named.name if named else None
+    if name and current_name and current_name.strip() and named.name_confidence <= working_read.RENAME_THRESHOLD:
+        name = None
     zone = next((r.timezone for r in reversed(readings) if r.timezone), None)
     return name, zone, [f for r in readings for f in r.facts]
 
 
+def _stored_name(lines: list[str]) -> str | None:
+    """The value of the first Markdown field whose label means the name."""
+    for line in lines:
+        m = _KV.match(line)
+        if m and field_kind(m.group(2)) == "name":
+            return m.group(3).strip() or None
+    return None
+
+
 # ---------------------------------------------------------------------------- template (Markdown)
 def apply_template(markdown: str, readings: list[Reading]) -> tuple[str, list[str]]:
-    name, zone, facts = _facts(readings)
     lines = markdown.rstrip("\n").splitlines()
+    name, zone, facts = _facts(readings, _stored_name(lines))
     log = []
     for i, line in enumerate(lines):
         m = _KV.match(line)
@@ -140,7 +154,8 @@ def _types(sub: dict) -> set[str]:
 
 def apply_schema(schema: dict, current: dict, readings: list[Reading]) -> tuple[dict, list[str]]:
     """The partial update (only changed fields, lists in full) the facts make to a JSON object."""
-    name, zone, facts = _facts(readings)
+    stored = next((_get(current, p) for p, _ in _fields(schema) if field_kind(p[-1]) == "name"), None)
+    name, zone, facts = _facts(readings, stored if isinstance(stored, str) else None)
     update: dict[str, Any] = {}
     log = []
     lists: dict[str, tuple[tuple, bool]] = {}
@@ -172,8 +187,9 @@ def apply_schema(schema: dict, current: dict, readings: list[Reading]) -> tuple[
 # ---------------------------------------------------------------------------- free text
 def apply_text(text: str, readings: list[Reading]) -> tuple[str, list[str]]:
     """Notes as ``Label: value`` lines: Name, Timezone, one Goal / Preference line per item."""
-    name, zone, facts = _facts(readings)
     lines = [line for line in text.splitlines() if line.strip()]
+    stored = next((line.split(":", 1)[1].strip() for line in lines if line.lower().startswith("name:")), None)
+    name, zone, facts = _facts(readings, stored)
     log = []
     for kind, value in (("name", name), ("timezone", zone)):
         if not value:

@@ -13,7 +13,8 @@ import json
 from ..config import data_path
 from .text import normalize
 from .working_geo import fold
-from .working_models import Token, clauses
+from .working_models import Token
+from .working_read import clause_pieces
 
 DEV_EVERY = 5   # every 5th message of the independent training data (by id hash) is the dev split
 
@@ -42,8 +43,9 @@ def independent_rows(part: str = "all") -> list[dict]:
 
 
 def profile_rows(part: str = "all") -> list[dict]:
-    """Labelled messages the name, place and clause models learn from: the course's and the independent ones."""
-    return load("profile_train.jsonl") + independent_rows(part)
+    """Labelled messages the name, place and clause models learn from: the course's, the independent ones
+    and the turns of the independent training dialogs (``part`` leaves both dev splits out, or keeps only them)."""
+    return load("profile_train.jsonl") + independent_rows(part) + dialog_messages(part)
 
 
 def _span_tokens(toks: list[Token], text: str, span: str) -> tuple[int, int] | None:
@@ -61,8 +63,7 @@ def labelled_clauses(part: str = "all") -> list[dict]:
     rows += [(r["text"], [{"kind": r["kind"], "span": r["span"]}]) for r in load("revisions_train.jsonl")]
     for text, facts in rows:
         text = normalize(text)
-        for a, b in clauses(text):
-            piece = text[a:b]
+        for piece in clause_pieces(text):
             hit = next((f for f in facts if f["span"].lower() in piece.lower()), None)
             out.append({"text": piece, "kind": hit["kind"] if hit else "none", "span": hit["span"] if hit else None})
     return out
@@ -71,3 +72,66 @@ def labelled_clauses(part: str = "all") -> list[dict]:
 def is_home(mention: str, home: str | None) -> bool:
     """Whether a mentioned place is (part of) where the user lives: "Austin" in "Austin, Texas"."""
     return bool(home) and f" {fold(mention)} " in f" {fold(home)} "
+
+
+# ---------------------------------------------------------------------------- dialogs written apart from the method
+DIALOG_DEV_EVERY = 4   # every 4th dialog (by id hash) of working_dialogs.jsonl is the dialog-level dev split
+
+
+def is_dev_dialog(dialog_id: str) -> bool:
+    """Whether a training dialog is in the dialog-level dev split (a stable hash of its id, about 25%)."""
+    return int(hashlib.sha256(dialog_id.encode()).hexdigest(), 16) % DIALOG_DEV_EVERY == 0
+
+
+def dialogs(part: str = "all") -> list[dict]:
+    """``data/independent_train/working_dialogs.jsonl``: dialogs written apart from the method, each turn
+    labelled, with the profile they should leave. ``part``: "all", "fit" or "dev" (about a quarter)."""
+    path = data_path("independent_train", "working_dialogs.jsonl")
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    keep = {"all": lambda d: True, "fit": lambda d: not is_dev_dialog(d["id"]),
+            "dev": lambda d: is_dev_dialog(d["id"])}[part]
+    return [d for d in rows if keep(d)]
+
+
+def as_eval_dialog(dialog: dict) -> dict:
+    """A training dialog in the evaluation format (turns as texts), to score it like an evaluation dialog."""
+    return {"id": dialog["id"], "turns": [t["text"] for t in dialog["turns"]], "expected": dialog["expected"]}
+
+
+def dialog_messages(part: str = "all") -> list[dict]:
+    """Every turn of the training dialogs as a labelled message (the format of ``independent_rows``)."""
+    return [{"text": t["text"], "name": t.get("name"), "place": t.get("home"), "timezone": t.get("timezone"),
+             "passing_places": t.get("passing_places") or [], "facts": t.get("facts") or []}
+            for d in dialogs(part) for t in d["turns"]]
+
+
+def stored_item(kind: str, span: str) -> str:
+    """How a fact is stored in a preferences / goals list (what the revision model compares against)."""
+    text = " ".join(span.split()).strip(" .,;:!?-\"'")
+    if kind == "like":
+        return f"Likes {text}"
+    if kind == "dislike":
+        return f"Dislikes {text}"
+    return text[:1].upper() + text[1:]
+
+
+def dialog_revisions(part: str = "all") -> list[dict]:
+    """Revision pairs from the training dialogs (format of ``revisions_train.jsonl``): each new goal or
+    preference against every item of its list stored so far, with the ones the writer says it replaces."""
+    out = []
+    for d in dialogs(part):
+        stored: list[tuple[str, str, str]] = []   # (coarse kind, span, item)
+        for turn in d["turns"]:
+            gone = {r["old"] for r in turn.get("replaces") or [] if r["kind"] not in ("name", "timezone")}
+            for fact in turn.get("facts") or []:
+                group = "goal" if fact["kind"] in ("goal", "drop") else "pref"
+                old = [(s, i) for g, s, i in stored if g == group]
+                if old:
+                    out.append({"old": [i for _, i in old], "text": turn["text"], "kind": fact["kind"],
+                                "span": fact["span"], "replaces": [i for s, i in old if s in gone]})
+            stored = [x for x in stored if x[1] not in gone]
+            stored += [("goal" if f["kind"] in ("goal", "drop") else "pref", f["span"],
+                        stored_item(f["kind"], f["span"])) for f in turn.get("facts") or []]
+    return out

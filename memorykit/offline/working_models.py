@@ -11,8 +11,7 @@
 * a **revision model**: does a new fact replace an item already stored (a reversed preference, a
   dropped or changed goal)? Features: embedding similarity, shared words, the clause's words.
 
-Training embeds the labelled messages (cached in Redis); the fitted models are cached in ``.memorykit/offline/``
-under a hash of the data and this code, so later runs load them.
+Fitted models are cached in ``.memorykit/offline/`` under a hash of the data and this code (later runs load them).
 """
 from __future__ import annotations
 
@@ -33,12 +32,13 @@ from .working_geo import fold, gazetteer
 
 log = logging.getLogger(__name__)
 
-VERSION = "2"   # bump when features change: the cached models are keyed by it
+VERSION = "3"   # bump when features change: the cached models are keyed by it
 # Chosen by cross-validation on the training data only (never on the held-out dialogs):
 NAME_C, NAME_WEIGHT = 1.0, {0: 1, 1: 3}   # name tagger: 0.90 of messages fully right
 PLACE_C = 1.0                             # place classifier: 0.78 of messages right
 CLAUSE_C, EMBED_WEIGHT = 4.0, 1.0         # clause classifier: accuracy 0.89
-TRAIN_FILES = ("working/profile_train.jsonl", "working/revisions_train.jsonl", "independent_train/working.jsonl")
+TRAIN_FILES = tuple(f"{d}/{f}.jsonl" for d, f in (("working", "profile_train"), ("working", "revisions_train"),
+                    ("independent_train", "working"), ("independent_train", "working_dialogs")))
 NEGATIONS = {"not", "never", "no", "don't", "dont", "n't", "didn't", "isn't", "won't", "nobody", "stop"}
 _TOKEN = re.compile(r"\w+(?:['’\-.]\w+)*|[^\w\s]")
 _SPLIT = re.compile(
@@ -380,7 +380,7 @@ def fit(part: str = "all") -> Models:
     from sklearn.linear_model import LogisticRegression
 
     from . import working_read as read
-    from .working_data import _span_tokens, labelled_clauses, load, profile_rows
+    from .working_data import _span_tokens, dialog_revisions, labelled_clauses, load, profile_rows
 
     train = profile_rows(part)
     name_x, name_y, place_x, place_y = token_data(train)
@@ -407,7 +407,7 @@ def fit(part: str = "all") -> Models:
             end_x.append(end_features(toks, e, r["kind"]))
             end_y.append(int(e == gold[1]))
     pair_x, pair_y = [], []
-    for r in load("revisions_train.jsonl"):
+    for r in load("revisions_train.jsonl") + dialog_revisions(part):
         section = "goal" if coarse(r["kind"]) == "goal" else "style"
         pair_x += read.pair_rows(r["kind"], r["span"], normalize(r["text"]), r["old"], section)
         pair_y += [int(old in r["replaces"]) for old in r["old"]]

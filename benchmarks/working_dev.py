@@ -1,0 +1,219 @@
+"""The offline working-memory upkeep on the dev splits of the independent training data (models fitted without them).
+
+Two dev splits, both held out of ``data/independent_train/`` by a stable hash of their ids:
+
+* messages (``working.jsonl``, every 5th): names, timezones (and zones set where none is meant), goal /
+  preference facts found and invented; per drop, does the message remove the goal it gives up (only that one)?
+* dialogs (``working_dialogs.jsonl``, every 4th): played through ``observe`` and scored exactly like the
+  evaluation dialogs (fact recall, superseded values left, absent values present).
+
+Plus the course's own dialog splits. Never reads ``data/independent/`` (the evaluation set): develop here.
+
+    .venv/bin/python benchmarks/working_dev.py [--all] [--dialogs] [--mode template]
+    # --all: models fitted on everything (what ships; the dev numbers are then not held out)
+"""
+from __future__ import annotations
+
+import argparse
+
+from memorykit.offline import working_data as wd, working_models as wm, working_read as wr
+from memorykit.offline.text import STOPWORDS, stem, words
+from memorykit.offline.working_geo import fold
+
+
+def content(text: str) -> set[str]:
+    return {stem(w) for w in words(text) if w not in STOPWORDS}
+
+
+def covers(pred: str, gold: str) -> bool:
+    """A predicted span keeps the gold one's meaning: at least half its content words (stemmed)."""
+    g, p = content(gold), content(pred)
+    return bool(g) and len(g & p) >= max(1, (len(g) + 1) // 2)
+
+
+class FastEmbedder:
+    """The same local model embedding a batch at a time (dev runs only: on this machine the vectors equal
+    those embedded one at a time, and a batch is ~10x faster); new vectors go to the Redis cache, so the
+    shipped models' training (one text at a time, through the cache) finds them there."""
+
+    def __init__(self):
+        from memorykit.embeddings import get_embedder
+        self.cached = get_embedder(kind="local")
+
+    def embed_many(self, texts, progress=False):
+        from memorykit.embeddings import _base_vectorizer
+        vec = self.cached.vectorizer
+        texts = [self.cached._check(t) for t in texts]
+        hits = {}
+        for i in range(0, len(texts), 256):
+            batch = texts[i:i + 256]
+            for t, hit in zip(batch, vec.cache.mget(batch, model_name=vec.model)):
+                if hit:
+                    hits[t] = hit["embedding"]
+        todo = [t for t in dict.fromkeys(texts) if t not in hits]
+        if todo:
+            vectors = _base_vectorizer("local").embed_many(todo, batch_size=64)
+            vec.cache.mset([{"content": t, "model_name": vec.model, "embedding": v} for t, v in zip(todo, vectors)])
+            hits.update(zip(todo, vectors))
+        return [hits[t] for t in texts]
+
+
+def fast_embeddings() -> None:
+    wm._embedder.cache_clear()
+    fast = FastEmbedder()
+    wm._embedder = lambda: fast
+
+
+def use_models(part: str) -> None:
+    """Fit (or load the cached) models on ``part`` of the training data and make the readers use them."""
+    import pickle
+
+    from memorykit.config import settings
+
+    path = settings().data_dir / "offline" / f"dev-working-{part}-{wm._fingerprint()}.pkl"
+    if path.exists():
+        fitted = pickle.loads(path.read_bytes())
+    else:
+        fitted = wm.fit(part)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pickle.dumps(fitted))
+    getattr(wm.models, "cache_clear", lambda: None)()
+    wm.models = wr.models = lambda: fitted   # the readers look the models up by name
+
+
+def per_message(rows: list[dict]) -> dict[str, str]:
+    c = dict(name_ok=0, names=0, name_false=0, zone_ok=0, zones=0, zone_false=0, found=0, facts=0, kind_ok=0,
+             invented=0, predicted=0, drops=0, removed=0, wrongly_removed=0, kept=0)
+    misses = []
+    for row in rows:
+        got = wr.read(row["text"])
+        gold_name = row.get("name")
+        if gold_name:
+            c["names"] += 1
+            c["name_ok"] += bool(got.name) and fold(got.name) == fold(gold_name)
+            if not (got.name and fold(got.name) == fold(gold_name)):
+                misses.append(("name", row["text"], got.name, gold_name))
+        elif got.name:
+            c["name_false"] += 1
+            misses.append(("name", row["text"], got.name, None))
+        if row.get("timezone"):
+            c["zones"] += 1
+            c["zone_ok"] += got.timezone == row["timezone"]
+            if got.timezone != row["timezone"]:
+                misses.append(("zone", row["text"], got.timezone, row["timezone"]))
+        elif got.timezone:
+            c["zone_false"] += 1
+            misses.append(("zone", row["text"], got.timezone))
+        for fact in row["facts"]:
+            c["facts"] += 1
+            hit = [f for f in got.facts if covers(f.span, fact["span"])]
+            c["found"] += bool(hit)
+            c["kind_ok"] += any(f.kind == fact["kind"] for f in hit)
+            if not hit:
+                misses.append(("fact", row["text"], fact))
+        for f in got.facts:
+            c["predicted"] += 1
+            if not any(covers(f.span, g["span"]) or covers(g["span"], f.span) for g in row["facts"]):
+                c["invented"] += 1
+        for fact in (f for f in row["facts"] if f["kind"] == "drop"):
+            stored = [fact["span"][:1].upper() + fact["span"][1:]] + [
+                g["span"] for r in rows[:40] if r is not row for g in r["facts"] if g["kind"] == "goal"][:3]
+            lists = wr_lists({"goal": stored[:1] + stored[1:], "style": []})
+            for f in got.facts:
+                lists.apply(f)
+            c["drops"] += 1
+            c["removed"] += stored[0] not in lists.lists["goal"]
+            c["wrongly_removed"] += sum(s not in lists.lists["goal"] for s in stored[1:])
+            c["kept"] += len(stored) - 1
+    pct = lambda a, b: f"{c[a]}/{c[b]} = {c[a] / max(1, c[b]):.2f}"  # noqa: E731
+    return {"names right": pct("name_ok", "names"), "names invented": str(c["name_false"]),
+            "timezones right": pct("zone_ok", "zones"), "timezones invented": str(c["zone_false"]),
+            "facts found": pct("found", "facts"), "... with the right kind": pct("kind_ok", "facts"),
+            "facts invented": pct("invented", "predicted"), "drops removing their goal": pct("removed", "drops"),
+            "other goals removed by a drop": pct("wrongly_removed", "kept")}, misses
+
+
+def keyword(span: str) -> str:
+    """The span's longest word that is not a stopword: what a dialog's expected fact names ("spanish")."""
+    return max((w for w in words(span) if w not in STOPWORDS), key=len, default=span.lower())
+
+
+def dev_dialogs(rows: list[dict], size: int = 5) -> list[dict]:
+    """The dev messages played as dialogs of ``size`` turns (in id order), with the profile they should leave:
+    the last name and timezone given, every goal and preference (by its main word); other people's names
+    and the timezones of places only mentioned must be absent."""
+    from memorykit.offline.working_geo import lookup
+
+    out = []
+    for n in range(0, len(rows), size):
+        group = rows[n:n + size]
+        name = next((r["name"] for r in reversed(group) if r.get("name")), None)
+        zone = next((r["timezone"] for r in reversed(group) if r.get("timezone")), None)
+        dropped = {keyword(f["span"]) for r in group for f in r["facts"] if f["kind"] == "drop"}
+        goals = [keyword(f["span"]) for r in group for f in r["facts"] if f["kind"] == "goal"]
+        prefs = [keyword(f["span"]) for r in group for f in r["facts"] if f["kind"] in ("like", "dislike", "style")]
+        passing = [lookup(p) for r in group for p in r.get("passing_places") or []]
+        out.append({"id": f"dev{n}", "turns": [r["text"] for r in group], "expected": {
+            "name": name, "timezone": zone, "goals": [g for g in goals if g not in dropped],
+            "preferences": [p for p in prefs if p not in dropped],
+            "not_name": [r["not_name"] for r in group if r.get("not_name") and r["not_name"] != name],
+            "not_timezone": sorted({p.timezone for p in passing if p and p.timezone != zone})}})
+    return out
+
+
+def wr_lists(lists):
+    from memorykit.offline.working import Lists
+    return Lists(lists)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--all", action="store_true")
+    parser.add_argument("--misses", action="store_true", help="print the dev split's misses (training data)")
+    parser.add_argument("--dialogs", action="store_true", help="also score the course's dialog splits")
+    parser.add_argument("--mode", default="template", choices=["template", "schema", "text"])
+    parser.add_argument("--models", help="a pickled Models file to score instead (e.g. an earlier version's)")
+    parser.add_argument("--no-messages", action="store_true", help="skip the per-message dev split")
+    parser.add_argument("--slow", action="store_true", help="embed through the cached embedder, one text at a time")
+    parser.add_argument("--set", nargs="*", default=[], help="override a working_read constant: NAME=VALUE")
+    args = parser.parse_args()
+    for item in args.set:
+        key, value = item.split("=")
+        setattr(wr, key, float(value))
+    if not args.slow:
+        fast_embeddings()
+    if args.models:
+        import pickle
+        from pathlib import Path
+        fitted = pickle.loads(Path(args.models).read_bytes())
+        wm.models = wr.models = lambda: fitted
+    else:
+        use_models("all" if args.all else "fit")
+    if not args.no_messages:
+        scores, misses = per_message(wd.independent_rows("dev"))
+        for k, v in scores.items():
+            print(f"   {k:32} {v}", flush=True)
+        if args.misses:
+            for m in misses:
+                print(" ", m)
+    from memorykit.course.working_eval import score_profiles
+    import memorykit as mk
+    r, llm = mk.connect(), mk.get_llm("offline")
+    print(f"   {'dev messages as dialogs':25} "
+          f"{score_profiles(r, llm, dev_dialogs(wd.independent_rows('dev')), namespace='benchwdev', mode=args.mode)}")
+    dev = [wd.as_eval_dialog(d) for d in wd.dialogs("dev")]
+    score = score_profiles(r, llm, dev, namespace="benchwdev", mode=args.mode)
+    print(f"   {f'dev dialogs ({len(dev)})':25} {score}")
+    if args.misses:
+        for dialog_id, fact in score.missed:
+            print("   missed", dialog_id, fact, "|", str(score.profiles[dialog_id]).replace("\n", " / "))
+        for dialog_id, fact in score.stale:
+            print("   stale", dialog_id, fact, "|", str(score.profiles[dialog_id]).replace("\n", " / "))
+    if args.dialogs:
+        from memorykit.course.working_eval import load_dialogs
+        for name in ("dialogs_dev.jsonl", "profile_heldout.jsonl", "dialogs.jsonl"):
+            print(f"   {name:25} {score_profiles(r, llm, load_dialogs(name), namespace='benchwdev', mode=args.mode)}")
+
+
+if __name__ == "__main__":
+    main()
