@@ -4,18 +4,15 @@ Two small learned models over sentence embeddings (all-MiniLM-L6-v2):
 
 - the turn model, a logistic regression over the turn's embedding, its character and word
   n-grams and how closely it repeats the previous question: none, positive or negative;
-- the refer-back model, a logistic regression over the same turn features: is a feedback turn's
-  wording about an answer before the latest one ("the first tip", "earlier you said")?
 - the attachment model, a logistic regression that scores each earlier exchange of the window
   for a feedback turn: similarity to its question and to its answer (absolute and against the
-  best in the window), numbers the turn quotes from the answer, shared topic words, how far
-  back it is, and that distance weighed by the refer-back probability (trained on out-of-fold
-  probabilities). The best-scoring exchange is the one the feedback is about.
+  best in the window), numbers the turn quotes from the answer, shared topic words, and how far
+  back it is. The best-scoring exchange is the one the feedback is about.
 
 Trained on windows written apart from the method (``data/independent_train/feedback.jsonl``)
 and on the course's labelled sentences (``data/routes/feedback.jsonl``, turn model only). One
 window in five (by id) is a dev split that chooses the turn model's threshold (how sure it must
-be before it reports feedback: abstaining beats a wrong guess); then all three are refit on every row.
+be before it reports feedback: abstaining beats a wrong guess); then both are refit on every row.
 The other training files (``feedback_2.jsonl``, ``feedback_3.jsonl``) are development data for
 ``benchmarks/feedback_dev.py``: training on them too lowered the old held-out split and broke a
 course window. The evaluation sets are never read here.
@@ -111,12 +108,8 @@ def repeat_features(text: str, previous: str, vectors: Embeddings) -> list[float
     return [float(a @ b), float(bool(numbers(text)) and numbers(text) == numbers(previous))]
 
 
-def attach_features(pairs: Sequence[tuple[str, str]], j: int, vectors: Embeddings,
-                    refers_back: float = 0.0) -> np.ndarray:
-    """One row per earlier exchange k < j, describing how well turn j fits it.
-
-    ``refers_back``: how likely the turn's wording is about an answer before the latest one
-    (the refer-back model's probability), so "the first tip ..." can outweigh recency."""
+def attach_features(pairs: Sequence[tuple[str, str]], j: int, vectors: Embeddings) -> np.ndarray:
+    """One row per earlier exchange k < j, describing how well turn j fits it."""
     turn = pairs[j][0]
     t = vectors([turn])[0]
     q, a = vectors([p[0] for p in pairs[:j]]), vectors([p[1] for p in pairs[:j]])
@@ -126,14 +119,11 @@ def attach_features(pairs: Sequence[tuple[str, str]], j: int, vectors: Embedding
     shared = np.asarray([len(words & content_words(p[0] + " " + p[1])) for p in pairs[:j]], dtype=np.float32)
     back = np.asarray([j - 1 - k for k in range(j)], dtype=np.float32)
     return np.stack([sq, sa, sq - sq.max(), sa - sa.max(), quoted, quoted - quoted.max(), shared,
-                     shared - shared.max(), back == 0, back == 1, back, refers_back * (back == 0),
-                     refers_back * back], axis=1).astype(np.float32)
+                     shared - shared.max(), back == 0, back == 1, back], axis=1).astype(np.float32)
 
 
 class FeedbackModel:
-    """The turn model, the refer-back model and the attachment model, trained on first use."""
-
-    c_turn, c_polarity, use_back = C, C, True      # varied by the dev harness, benchmarks/feedback_dev.py
+    """The turn model and the attachment model, trained on first use."""
 
     def __init__(self, embedder, windows: Sequence[Window], sentences: Sequence[tuple[str, str]]):
         from sklearn.feature_extraction.text import TfidfVectorizer
@@ -149,11 +139,9 @@ class FeedbackModel:
         y = np.asarray([LABELS.index(r[2]) for r in rows])
         dev = np.asarray([r[3] for r in rows])
         self.turns = self._fit_turns(x[~dev], y[~dev])
-        self.back = self._fit_back([w for w in windows if not w.dev])
         self.attach = self._fit_attach([w for w in windows if not w.dev])
         self.threshold, self.dev_f1 = self._calibrate([w for w in windows if w.dev])
-        self.turns, self.back = self._fit_turns(x, y), self._fit_back(windows)
-        self.attach = self._fit_attach(windows)
+        self.turns, self.attach = self._fit_turns(x, y), self._fit_attach(windows)
 
     def turn_features(self, texts: Sequence[str], previous: Sequence[str]):
         from scipy.sparse import csr_matrix, hstack
@@ -163,38 +151,14 @@ class FeedbackModel:
         return hstack([csr_matrix(self.vectors(list(texts))), self.chars.transform(lower),
                        self.words.transform(lower), csr_matrix(rep)]).tocsr()
 
-    def _fit_turns(self, x, y):
+    @staticmethod
+    def _fit_turns(x, y):
         """Two binary regressions: feedback or none, then positive or negative (on feedback turns only)."""
         from sklearn.linear_model import LogisticRegression
 
         given = y > 0
-        return (LogisticRegression(C=self.c_turn, max_iter=5000, class_weight="balanced").fit(x, given),
-                LogisticRegression(C=self.c_polarity, max_iter=5000, class_weight="balanced").fit(
-                    x[given], y[given] == 2))
-
-    def _fit_back(self, windows: Sequence[Window]):
-        """Does a feedback turn's wording point before the latest answer? (turns with a choice only)"""
-        from sklearn.linear_model import LogisticRegression
-
-        rows = [(w.pairs[j][0], w.pairs[j - 1][0], k < j - 1) for w in windows
-                for j, k in enumerate(w.targets) if k >= 0 and j >= 2]
-        self._held_back = {}
-        if not self.use_back or min(sum(r[2] for r in rows), sum(not r[2] for r in rows)) < 5:
-            return None
-        from sklearn.model_selection import cross_val_predict
-
-        x, y = self.turn_features([r[0] for r in rows], [r[1] for r in rows]), [r[2] for r in rows]
-        model = LogisticRegression(C=1.0, max_iter=5000, class_weight="balanced")
-        # the attachment model trains on out-of-fold probabilities, as it will see them on new windows
-        held = cross_val_predict(model, x, y, cv=5, method="predict_proba")[:, 1]
-        self._held_back = {(r[0], r[1]): float(p) for r, p in zip(rows, held)}
-        return model.fit(x, y)
-
-    def refers_back(self, pairs: Sequence[tuple[str, str]], j: int) -> float:
-        """P(turn j is about an answer before the latest), 0 without a refer-back model."""
-        if self.back is None:
-            return 0.0
-        return float(self.back.predict_proba(self.turn_features([pairs[j][0]], [pairs[j - 1][0]]))[0, 1])
+        return (LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x, given),
+                LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x[given], y[given] == 2))
 
     def _fit_attach(self, windows: Sequence[Window]):
         from sklearn.linear_model import LogisticRegression
@@ -203,8 +167,7 @@ class FeedbackModel:
         for w in windows:
             for j, k in enumerate(w.targets):
                 if k >= 0:
-                    back = self._held_back.get((w.pairs[j][0], w.pairs[j - 1][0]), 0.0) if j >= 2 else 0.0
-                    xs.append(attach_features(w.pairs, j, self.vectors, back))
+                    xs.append(attach_features(w.pairs, j, self.vectors))
                     ys += [int(i == k) for i in range(j)]
         return LogisticRegression(C=1.0, max_iter=5000).fit(np.concatenate(xs), ys)
 
@@ -221,8 +184,7 @@ class FeedbackModel:
         """The earlier exchange turn j's feedback is about."""
         if j == 1:
             return 0
-        x = attach_features(pairs, j, self.vectors, self.refers_back(pairs, j))
-        return int(np.argmax(self.attach.decision_function(x)))
+        return int(np.argmax(self.attach.decision_function(attach_features(pairs, j, self.vectors))))
 
     def found(self, pairs: Sequence[tuple[str, str]], threshold: float | None = None) -> list[tuple[int, int, str]]:
         """(feedback turn, target exchange, label) for every turn sure enough to be feedback."""
