@@ -1,7 +1,9 @@
-"""What a notebook costs with a real model: the call counts ``scripts/model_calls.py`` measured."""
+"""What a notebook costs with a real model: the call counts ``scripts/model_calls.py`` measured, and which
+model a notebook's large evaluations use."""
 from __future__ import annotations
 
 import json
+import os
 
 from ..config import project_root
 
@@ -31,3 +33,13 @@ def describe_model_calls(notebook: str) -> str:
              "At list prices the same tokens would cost:"]
     lines += [f"  {model:<12} ${cost:.4f}{PRICED_NOTE.get(model, '')}" for model, cost in row["cost_usd"].items()]
     return "\n".join(lines)
+
+
+def evaluation_llm(llm):
+    """The model a notebook's large evaluation runs on: ``llm`` when it is the offline stand-in or
+    ``MEMORYKIT_FULL_EVAL=1`` opts in, else the offline models (a real model would make hundreds of calls)."""
+    if llm.label == "offline" or os.environ.get("MEMORYKIT_FULL_EVAL") == "1":
+        return llm
+    from ..llm import get_llm
+
+    return get_llm("offline")

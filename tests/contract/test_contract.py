@@ -157,6 +157,17 @@ def test_a_reasoning_model_on_openai_gets_its_documented_shape(monkeypatch):
     assert OpenAIChat("gpt-4o-mini", api_key="sk-test").shape.temperature
 
 
+def test_large_notebook_evaluations_use_a_real_model_only_when_asked(monkeypatch):
+    from memorykit.course.model_calls import evaluation_llm
+
+    real, offline = OpenAIChat("gpt-5-mini", api_key="sk-test"), mk.get_llm("offline")
+    monkeypatch.delenv("MEMORYKIT_FULL_EVAL", raising=False)
+    assert evaluation_llm(real).label == "offline"          # hundreds of paid calls only on request
+    assert evaluation_llm(offline) is offline
+    monkeypatch.setenv("MEMORYKIT_FULL_EVAL", "1")
+    assert evaluation_llm(real) is real
+
+
 def test_threads_that_meet_the_same_refusal_teach_the_client_once():
     """A client misconfigured for gpt-5-mini (sent as a compatible server: max_tokens, temperature) learns both
     rules from the refusals, once each under its lock, while eight threads call it; then nothing is refused."""
