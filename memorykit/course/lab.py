@@ -2,7 +2,7 @@
 
 ``running_lab`` serves a folder on loopback with a token (no news, no update checks) and yields the URL
 of one notebook in it; ``chromium_page`` opens a headless page in Debian's Chromium through Playwright;
-``run_all`` runs every cell and waits until the kernel is idle again.
+``run_all`` starts every cell; ``chat_widget`` waits for them and finds the widget.
 """
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def chromium_page(width: int = 1500, height: int = 1000) -> Iterator[Any]:
 
 
 def run_all(page, url: str, *, timeout_ms: int = 180_000) -> None:
-    """Open ``url`` in JupyterLab, run every cell, and wait until the kernel is idle again."""
+    """Open ``url`` in JupyterLab once its kernel is idle and start Run All Cells (``chat_widget`` waits for the end)."""
     page.goto(url)
     page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=timeout_ms)
     page.click("#jp-MainMenu >> text=Run")
