@@ -11,7 +11,7 @@ import pytest
 
 from memorykit.config import data_path
 from memorykit.offline.feedback import analyze, signal_of
-from memorykit.offline.feedback_model import feedback_model, labelled_windows
+from memorykit.offline.feedback_model import TRAINING_FILES, feedback_model, labelled_windows, sentiment_features
 from memorykit.offline.tool_model import THRESHOLDS, labelled_questions, tool_model
 
 
@@ -64,6 +64,19 @@ def test_feedback_windows_have_labels_and_targets():
     earlier = [(j, k) for w in windows for j, k in enumerate(w.targets) if k >= 0 and k < j - 1]
     assert earlier, "some feedback is about an earlier answer than the latest"
     assert feedback_model().threshold > 0
+
+
+def test_feedback_training_files_share_no_turn_with_the_evaluation_set():
+    files = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl", "feedback_4.jsonl")
+    windows = labelled_windows(files)
+    assert {w.source for w in windows} == set(files) and set(TRAINING_FILES) <= set(files)
+    evaluation = {u for row in _eval_rows("feedback") for u, _ in row["exchanges"]}
+    assert sum(u in evaluation for w in windows for u, _ in w.pairs) <= 1      # one short turn of feedback_3
+
+
+def test_sentiment_scores_separate_praise_from_complaint():
+    praise, complaint = sentiment_features("great, that really helped"), sentiment_features("this is useless and wrong")
+    assert praise[0] > 0 > complaint[0]
 
 
 @pytest.mark.parametrize("text, label", [
