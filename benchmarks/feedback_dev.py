@@ -56,21 +56,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", nargs="+", default=[f for f in ALL_FILES if data_path("independent_train", f).exists()])
     ap.add_argument("--train-files", nargs="+", help="files the final model trains on (default: the shipped ones)")
-    ap.add_argument("--other-weight", type=float, default=fm.OTHER_WEIGHT,
-                    help="weight of files other than feedback.jsonl in the is-it-feedback model")
     ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--context", action="store_true", help="the is-it-feedback model with context features")
     args = ap.parse_args()
-    fm.USE_CONTEXT = args.context
     embedder = get_router("feedback").embedder
     sentences = fm.course_sentences()
-    rows = [dict(r, source=f) for f in args.files for r in read_jsonl(data_path("independent_train", f))]
-    fm.OTHER_WEIGHT = args.other_weight
+    rows = [r for f in args.files for r in read_jsonl(data_path("independent_train", f))]
     total, causes = PRF(0, 0, 0), Counter()
     for fold in range(args.folds):
         def held(r):
             return zlib.crc32(("fold" + r["id"]).encode()) % args.folds == fold
-        model = fm.FeedbackModel(embedder, [fm.window_of(r, r["source"]) for r in rows if not held(r)], sentences)
+        model = fm.FeedbackModel(embedder, [fm.window_of(r) for r in rows if not held(r)], sentences)
         test = [r for r in rows if held(r)]
         p = score(test, model)
         components([fm.window_of(r) for r in test], model, causes)

@@ -2,25 +2,20 @@
 
 Two small learned models over sentence embeddings (all-MiniLM-L6-v2):
 
-- the turn model, two logistic regressions over the turn's embedding, its character and word
-  n-grams and how closely it repeats the previous question: is it feedback (none or not), then
-  which polarity; the polarity regression also reads VADER's published sentiment lexicon and
-  rules (``vadersentiment``, shipped with the package) for the whole turn and its sentences;
+- the turn model, a logistic regression over the turn's embedding, its character and word
+  n-grams and how closely it repeats the previous question: none, positive or negative;
 - the attachment model, a logistic regression that scores each earlier exchange of the window
   for a feedback turn: similarity to its question and to its answer (absolute and against the
   best in the window), numbers the turn quotes from the answer, shared topic words, and how far
   back it is. The best-scoring exchange is the one the feedback is about.
 
-Trained on windows written apart from the method (``TRAINING_FILES`` in ``data/independent_train/``)
+Trained on windows written apart from the method (``data/independent_train/feedback.jsonl``)
 and on the course's labelled sentences (``data/routes/feedback.jsonl``, turn model only). One
 window in five (by id) is a dev split that chooses the turn model's threshold (how sure it must
-be before it reports feedback: abstaining beats a wrong guess) by how well it finds feedback turns;
-then both are refit on every row. The other training files (``feedback_2.jsonl`` .. ``feedback_4.jsonl``)
-are development data for ``benchmarks/feedback_dev.py``: training on them too lowered the old
-held-out split and broke course windows (w22: "Ok thanks. Now show ..." is no feedback in the course).
-Context features (similarity to the previous answer, position) and per-source weights
-(``OTHER_WEIGHT``) are kept as switches for that harness; they did not help there. The evaluation
-sets are never read here.
+be before it reports feedback: abstaining beats a wrong guess); then both are refit on every row.
+The other training files (``feedback_2.jsonl``, ``feedback_3.jsonl``) are development data for
+``benchmarks/feedback_dev.py``: training on them too lowered the old held-out split and broke a
+course window. The evaluation sets are never read here.
 """
 from __future__ import annotations
 
@@ -42,7 +37,6 @@ LABELS = ("none", "positive", "negative")
 C = 4.0
 THRESHOLDS = tuple(round(0.30 + 0.05 * i, 2) for i in range(9))     # P(feedback) needed: 0.30 .. 0.70
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)?")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 ROUTE_LABELS = {"positive": "positive", "negative": "negative", "correction": "negative", "polite": "positive"}
 
 
@@ -54,7 +48,6 @@ class Window:
     labels: tuple[str, ...]          # per turn: none / positive / negative (turn 0: none)
     targets: tuple[int, ...]         # per turn: the exchange its feedback is about (-1: none)
     dev: bool
-    source: str = ""                 # the training file it came from
 
 
 def _read(*parts: str) -> list[dict]:
@@ -65,13 +58,9 @@ def _read(*parts: str) -> list[dict]:
 
 
 TRAINING_FILES = ("feedback.jsonl",)
-FIND_WEIGHTS = {"feedback.jsonl": 1.0}     # per source, for "is this turn feedback at all"
-OTHER_WEIGHT = 1.0                          # every other training file
-USE_CONTEXT = False
-CALIBRATE_TURNS = True
 
 
-def window_of(row: dict, source: str = "") -> Window:
+def window_of(row: dict) -> Window:
     """One training row (``exchanges``, ``expected`` with ``feedback_text``) as a labelled window."""
     pairs = tuple((str(u or ""), str(a or "")) for u, a in row["exchanges"])
     labels, targets = ["none"] * len(pairs), [-1] * len(pairs)
@@ -81,12 +70,12 @@ def window_of(row: dict, source: str = "") -> Window:
             about = [k for k in range(j) if pairs[k][0] == e["query"]]
             if about:
                 labels[j], targets[j] = e["label"], about[-1]
-    return Window(pairs, tuple(labels), tuple(targets), zlib.crc32(row["id"].encode()) % 5 == 0, source)
+    return Window(pairs, tuple(labels), tuple(targets), zlib.crc32(row["id"].encode()) % 5 == 0)
 
 
 def labelled_windows(files: Sequence[str] = TRAINING_FILES) -> list[Window]:
     """``data/independent_train/<files>`` as windows with a label and a target per user turn."""
-    return [window_of(row, name) for name in files for row in _read("independent_train", name)]
+    return [window_of(row) for name in files for row in _read("independent_train", name)]
 
 
 def numbers(text: str) -> set[str]:
@@ -133,89 +122,43 @@ def attach_features(pairs: Sequence[tuple[str, str]], j: int, vectors: Embedding
                      shared - shared.max(), back == 0, back == 1, back], axis=1).astype(np.float32)
 
 
-def sentence_split(text: str) -> list[str]:
-    """Sentences of a turn (after . ! ? and at line breaks); the turn itself when there is one."""
-    return [x.strip() for x in _SENTENCE_END.split(text) if x.strip()] or [text]
-
-
-@functools.lru_cache(maxsize=1)
-def _sentiment():
-    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
-    return SentimentIntensityAnalyzer()
-
-
-@functools.lru_cache(maxsize=8192)
-def sentiment_features(text: str) -> tuple[float, ...]:
-    """VADER's published lexicon-and-rules sentiment of the turn and of its sentences (first, last, min, max)."""
-    whole = _sentiment().polarity_scores(text)
-    parts = [_sentiment().polarity_scores(x)["compound"] for x in sentence_split(text)]
-    return (whole["compound"], whole["pos"], whole["neg"], whole["neu"], parts[0], parts[-1], min(parts), max(parts))
-
-
-def context_features(text: str, question: str, answer: str, position: int, vectors: Embeddings) -> list[float]:
-    """Where the turn sits: its similarity to the answer just before it, and its position in the window."""
-    t, a = vectors([text, answer])
-    return [float(t @ a), float(position == 1), float(position == 2), float(position >= 3)]
-
-
 class FeedbackModel:
-    """The turn model (feedback or not, then polarity) and the attachment model, trained on first use.
+    """The turn model and the attachment model, trained on first use."""
 
-    ``find_weights`` weighs each source's turns in the is-it-feedback regression (default
-    ``FIND_WEIGHTS``, then ``OTHER_WEIGHT``; 0 leaves a source out of it), because the course and
-    the writers label "thanks, and now X" differently; polarity and attachment learn from every window.
-    """
-
-    def __init__(self, embedder, windows: Sequence[Window], sentences: Sequence[tuple[str, str]],
-                 find_weights: dict[str, float] | None = None):
+    def __init__(self, embedder, windows: Sequence[Window], sentences: Sequence[tuple[str, str]]):
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        weights = FIND_WEIGHTS if find_weights is None else find_weights
         self.vectors = Embeddings(embedder)
-        rows = [(w.pairs[j][0], w.pairs[j - 1], j, w.labels[j], w.dev, weights.get(w.source, OTHER_WEIGHT))
-                for w in windows for j in range(1, len(w.pairs))]
-        rows += [(text, ("", ""), 0, label, False, 1.0) for text, label in sentences]
+        rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
+        rows += [(text, "", label, False) for text, label in sentences]
         texts = [r[0].lower() for r in rows]
         self.chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, min_df=2).fit(texts)
         self.words = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2,
                                      token_pattern=r"(?u)\b\w+\b").fit(texts)
-        x = self.turn_features([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
-        y = np.asarray([LABELS.index(r[3]) for r in rows])
-        dev = np.asarray([r[4] for r in rows])
-        sw = np.asarray([r[5] for r in rows], dtype=np.float64)
-        self.turns = self._fit_turns((x[0][~dev], x[1][~dev]), y[~dev], sw[~dev])
+        x = self.turn_features([r[0] for r in rows], [r[1] for r in rows])
+        y = np.asarray([LABELS.index(r[2]) for r in rows])
+        dev = np.asarray([r[3] for r in rows])
+        self.turns = self._fit_turns(x[~dev], y[~dev])
         self.attach = self._fit_attach([w for w in windows if not w.dev])
-        self.threshold, self.dev_f1 = self._calibrate(
-            [w for w in windows if w.dev and weights.get(w.source, OTHER_WEIGHT) > 0])
-        self.turns, self.attach = self._fit_turns(x, y, sw), self._fit_attach(windows)
+        self.threshold, self.dev_f1 = self._calibrate([w for w in windows if w.dev])
+        self.turns, self.attach = self._fit_turns(x, y), self._fit_attach(windows)
 
-    def turn_features(self, texts: Sequence[str], before: Sequence[tuple[str, str]], positions: Sequence[int]):
-        """Features of each turn for the two turn models: (is it feedback, which polarity).
-
-        Both see the embedding, character and word n-grams and the repeat features; finding adds
-        where the turn sits (context), polarity adds the sentiment lexicon's scores.
-        """
+    def turn_features(self, texts: Sequence[str], previous: Sequence[str]):
         from scipy.sparse import csr_matrix, hstack
 
         lower = [t.lower() for t in texts]
-        rep = [repeat_features(t, b[0], self.vectors) for t, b in zip(texts, before)]
-        ctx = [context_features(t, *b, j, self.vectors) for t, b, j in zip(texts, before, positions)]
-        shared = hstack([csr_matrix(self.vectors(list(texts))), self.chars.transform(lower),
-                         self.words.transform(lower), csr_matrix(np.asarray(rep, dtype=np.float32))])
-        sen = csr_matrix(np.asarray([sentiment_features(t) for t in texts], dtype=np.float32))
-        find = hstack([shared, csr_matrix(np.asarray(ctx, dtype=np.float32))]) if USE_CONTEXT else shared
-        return find.tocsr(), hstack([shared, sen]).tocsr()
+        rep = np.asarray([repeat_features(t, p, self.vectors) for t, p in zip(texts, previous)], dtype=np.float32)
+        return hstack([csr_matrix(self.vectors(list(texts))), self.chars.transform(lower),
+                       self.words.transform(lower), csr_matrix(rep)]).tocsr()
 
     @staticmethod
-    def _fit_turns(x, y, weights):
-        """Two binary regressions: feedback or none (weighted per source), then polarity (feedback turns only)."""
+    def _fit_turns(x, y):
+        """Two binary regressions: feedback or none, then positive or negative (on feedback turns only)."""
         from sklearn.linear_model import LogisticRegression
 
-        (xf, xp), given, kept = x, y > 0, weights > 0
-        return (LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(
-                    xf[kept], given[kept], sample_weight=weights[kept]),
-                LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(xp[given], y[given] == 2))
+        given = y > 0
+        return (LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x, given),
+                LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x[given], y[given] == 2))
 
     def _fit_attach(self, windows: Sequence[Window]):
         from sklearn.linear_model import LogisticRegression
@@ -233,8 +176,8 @@ class FeedbackModel:
         texts = [p[0] for p in pairs[1:]]
         if not texts:
             return np.zeros((0, len(LABELS)))
-        x = self.turn_features(texts, list(pairs[:-1]), range(1, len(pairs)))
-        given, negative = (m.predict_proba(part)[:, 1] for m, part in zip(self.turns, x))
+        x = self.turn_features(texts, [p[0] for p in pairs[:-1]])
+        given, negative = (m.predict_proba(x)[:, 1] for m in self.turns)
         return np.stack([1.0 - given, given * (1.0 - negative), given * negative], axis=1)
 
     def target(self, pairs: Sequence[tuple[str, str]], j: int) -> int:
@@ -258,12 +201,8 @@ class FeedbackModel:
         for t in THRESHOLDS:
             tp = fp = fn = 0
             for w in windows:
-                if CALIBRATE_TURNS:
-                    got = {j for j, _, _ in self.found(w.pairs, t)}
-                    want = {j for j, k in enumerate(w.targets) if k >= 0}
-                else:
-                    got = {(k, label) for _, k, label in self.found(w.pairs, t)}
-                    want = {(k, label) for k, label in zip(w.targets, w.labels) if k >= 0}
+                got = {(k, label) for _, k, label in self.found(w.pairs, t)}
+                want = {(k, label) for k, label in zip(w.targets, w.labels) if k >= 0}
                 tp, fp, fn = tp + len(got & want), fp + len(got - want), fn + len(want - got)
             f1s[t] = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
         best = max(f1s.values())
