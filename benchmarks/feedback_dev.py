@@ -21,7 +21,7 @@ from memorykit.course.routing import get_router
 from memorykit.offline import feedback_model as fm
 from memorykit.offline.feedback import analyze
 
-ALL_FILES = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl")
+ALL_FILES = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl", "feedback_4.jsonl")
 
 
 def score(rows, model) -> PRF:
@@ -55,7 +55,7 @@ def components(windows, model, causes: Counter) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", nargs="+", default=[f for f in ALL_FILES if data_path("independent_train", f).exists()])
-    ap.add_argument("--train-files", nargs="+", help="files the final model trains on (default: --files)")
+    ap.add_argument("--train-files", nargs="+", help="files the final model trains on (default: the shipped ones)")
     ap.add_argument("--folds", type=int, default=5)
     args = ap.parse_args()
     embedder = get_router("feedback").embedder
@@ -73,7 +73,7 @@ def main() -> None:
         print(f"fold {fold}: {p}  threshold {model.threshold}", flush=True)
     print(f"dev CV ({len(rows)} windows, {args.files}): {total}")
     print("  causes:", dict(sorted(causes.items())))
-    final = fm.FeedbackModel(embedder, fm.labelled_windows(args.train_files or args.files), sentences)
+    final = fm.FeedbackModel(embedder, fm.labelled_windows(args.train_files or fm.TRAINING_FILES), sentences)
     print(f"old held-out: {score(heldout('feedback'), final)}")
     course = read_jsonl(data_path("feedback", "windows.jsonl"))
     bad = [w["id"] for w in course if score([w], final).f1 < 1.0 and (w["expected"] or score([w], final).fp)]
