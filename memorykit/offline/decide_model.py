@@ -45,7 +45,7 @@ STACKS = ("direction", "relation")  # the vectors a logistic regression reads, s
 # 0.839 -> 0.890, yet it turns "User lives in Rome." -> "User lives in Paris." into a close call stored as new.
 NEW_MARGIN = 0.05   # "new" wins unless another label is this much more probable (abstain toward storing)
 TRAIN_SPLITS = (("dedup", "train.jsonl"), ("independent_train", "dedup.jsonl"),
-                ("independent_train", "dedup_2.jsonl"))
+                ("independent_train", "dedup_2.jsonl"), ("independent_train", "dedup_3.jsonl"))
 
 # ---------------------------------------------------------------- masking value slots
 _MONTHS = ("january february march april may june july august september october november december "
@@ -253,7 +253,9 @@ def featurize(olds: Sequence[str], news: Sequence[str], encode: Encoder) -> tupl
     relation = tmpl[:n] + tmpl[n:]
     relation /= np.linalg.norm(relation, axis=1, keepdims=True)
     sameness = np.hstack([np.abs(sent[n:] - sent[:n]), sent[n:] * sent[:n]])
-    return X, {"direction": sent[n:] - sent[:n], "relation": relation, "sameness": sameness}
+    template_sameness = np.hstack([np.abs(tmpl[n:] - tmpl[:n]), tmpl[n:] * tmpl[:n]])
+    return X, {"direction": sent[n:] - sent[:n], "relation": relation, "sameness": sameness,
+               "template sameness": template_sameness}
 
 
 # ---------------------------------------------------------------- the classifier
