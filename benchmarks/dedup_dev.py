@@ -2,10 +2,13 @@
 course's held-out split. Never reads ``data/independent/`` (the evaluation set): develop here.
 
 Each fold fits the model on the course's training pairs, the other folds of
-``data/independent_train/dedup.jsonl`` and every other independent training file, then scores the fold through
+each independent training file (``dedup.jsonl``, ``dedup_2.jsonl``, ``dedup_3.jsonl``), then scores the fold through
 the cascade of ``remember()`` (hash, far -> ADD, near-identical -> NOOP, else the model), as notebook 05 does.
 
-    .venv/bin/python benchmarks/dedup_dev.py [--variants base bal bal+same] [--margin 0 0.05]
+    .venv/bin/python benchmarks/dedup_dev.py [--variants bal hgb bal+same] [--margin 0 0.05] [--repeats 2]
+
+It also prints how the fully trained model calls the one-valued moves of tests/test_dedup.py's eight writers
+("User moved to Rome." after "User moved to Paris.": every one must be an update).
 """
 from __future__ import annotations
 
@@ -77,6 +80,12 @@ VARIANTS = {  # PairModel settings compared on the same folds; "skip": sources l
     "c2": dict(OLD, c=2.0),
     "bal": dict(),  # the defaults now: class-balanced forest, dedup_2 in training
     "bal+same": dict(stacks=("direction", "relation", "sameness")),
+    "bal-words": dict(drop=("words shared", "old words kept", "new words known", "length ratio")),
+    "extra": dict(learner="extra"),
+    "hgb": dict(learner="hgb"),
+    "blend": dict(learner="blend"),
+    "extra+same": dict(learner="extra", stacks=("direction", "relation", "sameness")),
+    "hgb+same": dict(learner="hgb", stacks=("direction", "relation", "sameness")),
     "bal+tsame": dict(stacks=("direction", "relation", "template sameness")),
     "bal+both": dict(stacks=("direction", "relation", "sameness", "template sameness")),
 }
