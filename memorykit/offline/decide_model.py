@@ -267,8 +267,8 @@ def featurize(olds: Sequence[str], news: Sequence[str], encode: Encoder) -> tupl
 
 # ---------------------------------------------------------------- the classifier
 class PairModel:
-    """A class-balanced random forest over the pair features plus logistic regressions, stacked out-of-fold,
-    on the direction of change (new minus old sentence vector), the relation (the masked templates) and,
+    """A class-balanced random forest (``learner``: or extra trees, gradient boosting, a blend of both) over the
+    pair features plus logistic regressions, stacked out-of-fold, on the direction of change (new minus old sentence vector), the relation (the masked templates) and,
     if asked, the sameness of the two sentences (|new - old| and new * old)."""
 
     def __init__(self, encode: Encoder | None = None, stacks: Sequence[str] = STACKS,
@@ -286,7 +286,7 @@ class PairModel:
     def fit_features(self, X: np.ndarray, vectors: dict[str, np.ndarray], y: np.ndarray,
                      weight: np.ndarray | None = None) -> "PairModel":
         """Fit on features already computed by :func:`featurize` (the dev harness reuses them across folds)."""
-        from sklearn.ensemble import RandomForestClassifier
+        from sklearn.ensemble import ExtraTreesClassifier, HistGradientBoostingClassifier, RandomForestClassifier
         from sklearn.linear_model import LogisticRegression
         from sklearn.model_selection import cross_val_predict, StratifiedKFold
 
@@ -296,17 +296,14 @@ class PairModel:
             regression = LogisticRegression(C=self.c, max_iter=3000)
             stacked.append(cross_val_predict(regression, vectors[name], y, cv=folds, method="predict_proba"))
             self.regressions[name] = regression.fit(vectors[name], y)
-        if self.learner == "extra":
-            from sklearn.ensemble import ExtraTreesClassifier as RandomForestClassifier
-        from sklearn.ensemble import HistGradientBoostingClassifier
+        trees = ExtraTreesClassifier if self.learner == "extra" else RandomForestClassifier
         self.learners = []
         if self.learner in ("hgb", "blend"):
             self.learners.append(HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, max_leaf_nodes=15,
                                                                 class_weight=self.class_weight, random_state=0))
         if self.learner != "hgb":
-            self.learners.append(RandomForestClassifier(self.trees, min_samples_leaf=self.leaf,
-                                                        class_weight=self.class_weight, max_features=self.max_features,
-                                                        random_state=0, n_jobs=1))
+            self.learners.append(trees(self.trees, min_samples_leaf=self.leaf, class_weight=self.class_weight,
+                                       max_features=self.max_features, random_state=0, n_jobs=1))
         for learner in self.learners:
             learner.fit(np.hstack(stacked), y, sample_weight=weight)
         self.classes = list(self.learners[0].classes_)
