@@ -2,10 +2,13 @@
 course's held-out split. Never reads ``data/independent/`` (the evaluation set): develop here.
 
 Each fold fits the model on the course's training pairs, the other folds of
-``data/independent_train/dedup.jsonl`` and every other independent training file, then scores the fold through
+each independent training file (``dedup.jsonl``, ``dedup_2.jsonl``, ``dedup_3.jsonl``), then scores the fold through
 the cascade of ``remember()`` (hash, far -> ADD, near-identical -> NOOP, else the model), as notebook 05 does.
 
-    .venv/bin/python benchmarks/dedup_dev.py [--variants base bal bal+same] [--margin 0 0.05]
+    .venv/bin/python benchmarks/dedup_dev.py [--variants bal hgb bal+same] [--margin 0 0.05] [--repeats 2]
+
+It also prints how the fully trained model calls the one-valued moves of tests/test_dedup.py's eight writers
+("User moved to Rome." after "User moved to Paris.": every one must be an update).
 """
 from __future__ import annotations
 
@@ -62,9 +65,13 @@ def show(name: str, acc: float, confusion: dict) -> None:
         print(f"    {t:9} -> " + ", ".join(f"{k} {v}" for k, v in row.items()))
 
 
+APART = {"dedup.jsonl": "apart", "dedup_2.jsonl": "apart2", "dedup_3.jsonl": "apart3"}
+_CITIES = ["Rome", "Paris", "Madrid", "Oslo", "Vienna", "Prague", "Dublin", "Athens"]
+PROBES = [(old, f"User moved to {c}.") for old in ["User lives in Lisbon."] + [f"User moved to {c}." for c in _CITIES]
+          for c in _CITIES if c not in old]  # the scenario of tests/test_dedup.py: every step must be an update
 OLD = dict(class_weight=None, stacks=("direction", "relation"))  # the model before issue #29's session
-VARIANTS = {  # PairModel settings compared on the same folds; "use2": train on dedup_2.jsonl, "w": weight of independent rows
-    "base": dict(OLD, use2=False),
+VARIANTS = {  # PairModel settings compared on the same folds; "skip": sources left out of training, "w": weight of independent rows
+    "base": dict(OLD, skip=("apart2", "apart3")),
     "base+2": dict(OLD),
     "same": dict(OLD, stacks=("direction", "relation", "sameness")),
     "w2": dict(OLD, w=2.0),
@@ -73,6 +80,14 @@ VARIANTS = {  # PairModel settings compared on the same folds; "use2": train on 
     "c2": dict(OLD, c=2.0),
     "bal": dict(),  # the defaults now: class-balanced forest, dedup_2 in training
     "bal+same": dict(stacks=("direction", "relation", "sameness")),
+    "bal-words": dict(drop=("words shared", "old words kept", "new words known", "length ratio")),
+    "extra": dict(learner="extra"),
+    "hgb": dict(learner="hgb"),
+    "blend": dict(learner="blend"),
+    "extra+same": dict(learner="extra", stacks=("direction", "relation", "sameness")),
+    "hgb+same": dict(learner="hgb", stacks=("direction", "relation", "sameness")),
+    "bal+tsame": dict(stacks=("direction", "relation", "template sameness")),
+    "bal+both": dict(stacks=("direction", "relation", "sameness", "template sameness")),
 }
 
 
@@ -85,30 +100,29 @@ def main() -> None:
     args = parser.parse_args()
     from sklearn.model_selection import StratifiedKFold
 
-    course = read("dedup", "train.jsonl")
-    apart = read("independent_train", "dedup.jsonl")
-    apart2 = read("independent_train", "dedup_2.jsonl")
-    heldout = read("dedup", "heldout.jsonl")
-    everything = course + apart + apart2 + heldout
+    parts = {"course": read("dedup", "train.jsonl")}
+    parts.update({APART[name]: read(folder, name) for folder, name in dm.TRAIN_SPLITS if folder == "independent_train"})
+    parts["heldout"] = read("dedup", "heldout.jsonl")
+    everything = [p for rows in parts.values() for p in rows]
     start = time.perf_counter()
     X, vectors = dm.featurize([p["existing"] for p in everything], [p["new"] for p in everything], dm.Encoder())
     y = np.array([p["label"] for p in everything])
-    source = np.array(["course"] * len(course) + ["apart"] * len(apart) + ["apart2"] * len(apart2)
-                      + ["heldout"] * len(heldout))
-    course_idx, pool = np.where(source == "course")[0], np.where((source == "apart") | (source == "apart2"))[0]
-    held_idx = np.where(source == "heldout")[0]
+    source = np.array([name for name, rows in parts.items() for _ in rows])
+    course_idx, held_idx = np.where(source == "course")[0], np.where(source == "heldout")[0]
+    pool = np.where(np.char.startswith(source, "apart"))[0]
+    probe_x, probe_v = dm.featurize(*zip(*PROBES), dm.Encoder())
     tiers = cascade(everything, X)
-    print(f"features of {len(everything)} pairs in {time.perf_counter() - start:.0f} s; course {len(course)}, "
-          f"dev pool {len(apart)} + {len(apart2)} ({args.folds}-fold x {args.repeats})")
+    print(f"features of {len(everything)} pairs in {time.perf_counter() - start:.0f} s; "
+          + ", ".join(f"{k} {len(v)}" for k, v in parts.items()) + f"; dev pool {len(pool)} "
+          f"({args.folds}-fold x {args.repeats})")
     margins = args.margin if args.margin is not None else [dm.NEW_MARGIN]
 
     for name in args.variants:
         spec = dict(VARIANTS[name])
-        use2, w = spec.pop("use2", True), spec.pop("w", 1.0)
+        skip, w = spec.pop("skip", ()), spec.pop("w", 1.0)
 
         def fit(idx):
-            if not use2:
-                idx = idx[source[idx] != "apart2"]
+            idx = idx[~np.isin(source[idx], skip)]
             weight = np.where(source[idx] == "course", 1.0, w)
             return dm.PairModel(**spec).fit_features(X[idx], {k: v[idx] for k, v in vectors.items()}, y[idx],
                                                      None if w == 1.0 else weight)
@@ -128,10 +142,12 @@ def main() -> None:
         for margin in margins:
             print(f"\n== {name} {VARIANTS[name]} margin {margin}   [{time.perf_counter() - start:.0f} s]")
             said = {i: tiers[i] or dm.decision(p, margin) for i, p in got}
-            for part in ("apart", "apart2"):
-                keys = [i for i, _ in got if source[i] == part]
+            for part in sorted(set(source[pool])) + ["all"]:
+                keys = [i for i, _ in got if part in ("all", source[i])]
                 acc, conf = score([y[i] for i in keys], [said[i] for i in keys])
                 show(f"dev {part} ({len(keys)})", acc, conf)
+            moved = [dm.decision(p, margin) for p in full.proba_features(probe_x, probe_v)]
+            print(f"one-valued moves (tests/test_dedup.py's writers) called update: {moved.count('update')}/{len(moved)}")
             hs = [tiers[i] or dm.decision(p, margin) for i, p in held_probs]
             show("old held-out", *score([y[i] for i, _ in held_probs], hs))
 

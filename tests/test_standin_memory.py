@@ -27,7 +27,9 @@ def test_the_decider_learns_from_every_training_set_and_never_from_an_evaluation
     course = {(p["existing"], p["new"]) for p in dedup_eval.load_pairs("train")}
     apart = {(p["existing"], p["new"]) for p in dedup_eval.load_pairs("independent_train")}
     apart2 = {(p["existing"], p["new"]) for p in dedup_eval.load_pairs("independent_train_2")}
-    assert course <= pairs and apart <= pairs and apart2 <= pairs and len(apart) > 400 and len(apart2) >= 240
+    apart3 = {(p["existing"], p["new"]) for p in dedup_eval.load_pairs("independent_train_3")}
+    assert course <= pairs and apart <= pairs and apart2 <= pairs and apart3 <= pairs
+    assert len(apart) > 400 and len(apart2) >= 240 and len(apart3) >= 200
     for split in ("heldout", "independent"):
         assert not pairs & {(p["existing"], p["new"]) for p in dedup_eval.load_pairs(split)}, split
 

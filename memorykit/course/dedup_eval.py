@@ -71,12 +71,13 @@ def as_fact(text: str, subject: str = "User") -> str:
 
 SPLITS = {"train": ("dedup", "train.jsonl"), "heldout": ("dedup", "heldout.jsonl"),
           "independent": ("independent", "dedup.jsonl"), "independent_train": ("independent_train", "dedup.jsonl"),
-          "independent_train_2": ("independent_train", "dedup_2.jsonl")}
+          "independent_train_2": ("independent_train", "dedup_2.jsonl"),
+          "independent_train_3": ("independent_train", "dedup_3.jsonl")}
 
 
 def load_pairs(split: str = "train") -> list[dict[str, Any]]:
     """Labelled pairs of a split (``SPLITS``: the course's train / heldout, and the sets written apart from
-    the method: ``independent`` to measure only, ``independent_train`` and ``independent_train_2``); ``label3`` folds invalidate into update."""
+    the method: ``independent`` to measure only, ``independent_train``, ``_2`` and ``_3``); ``label3`` folds invalidate into update."""
     if split not in SPLITS:
         raise ValidationError(f"unknown split {split!r}; choose one of {sorted(SPLITS)}")
     path = data_path(*SPLITS[split])
