@@ -79,6 +79,14 @@ def use_models(part: str) -> None:
         path.write_bytes(pickle.dumps(fitted))
     getattr(wm.models, "cache_clear", lambda: None)()
     wm.models = wr.models = lambda: fitted   # the readers look the models up by name
+    from memorykit.offline import working_change as wc
+    path = settings().data_dir / "offline" / f"dev-change-{part}-{wc._fingerprint()}.pkl"
+    if path.exists():
+        change = pickle.loads(path.read_bytes())
+    else:
+        change = wc.fit_change(part)
+        path.write_bytes(pickle.dumps(change))
+    wr.change_model = lambda: change
 
 
 def per_message(rows: list[dict]) -> dict[str, str]:

@@ -53,6 +53,7 @@ class Lists:
     def __init__(self, lists: dict[str, list[str]]):
         self.lists = {k: list(v) for k, v in lists.items()}
         self.log: list[str] = []
+        self.changed: set[str] = set()   # messages that already replaced an item (a turn changes one thing)
 
     def apply(self, fact: Fact) -> None:
         target = targets(fact.kind, set(self.lists))
@@ -61,8 +62,9 @@ class Lists:
         for kind, items in self.lists.items():
             if (kind == "goal") != (fact.kind in ("goal", "drop")):
                 continue
-            gone = replaces(fact, items, kind)
+            gone = replaces(fact, items, kind, turn_may_replace=fact.message not in self.changed)
             if gone:
+                self.changed.add(fact.message)
                 self.lists[kind] = [i for i in items if i not in gone]
                 self.log.append("removed " + "; ".join(gone))
         if fact.kind == "drop":

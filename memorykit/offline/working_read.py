@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .text import STOPWORDS, normalize
+from .working_change import change_model
 from .working_geo import ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup
 from .working_models import (
     Token, _is_word, _lexicon, casual, clauses, coarse, context_candidate, context_similarity, cosine, clause_matrix,
@@ -23,6 +24,8 @@ NAME_THRESHOLD = 0.35     # names right 11 -> 14 of 20 at 0.5 -> 0.35, a name wh
 PLACE_THRESHOLD = 0.5     # 0.4 found 1 more home but set 2 timezones where there was none
 CLAUSE_THRESHOLD = 0.3    # facts found 48 -> 50 of 65 at 0.4 -> 0.3, precision 45/58 -> 47/62
 REPLACE_THRESHOLD = 0.6   # dev dialogs: recall 0.76 -> 0.79, superseded 3/45 both (0.7: 0.83 but 6/45)
+CHANGE_THRESHOLD = 0.5   # a turn this sure to change something replaces its best-ranked stored item ...
+CHANGE_FLOOR = 0.1       # ... if the pairwise revision model gives that item at least this
 RENAME_THRESHOLD = 0.5    # a name already stored is replaced by a surer reading than a first name needs
 PRONOUNS = {"it", "them", "that", "this", "those", "these", "one"}
 # A goal or preference names something: a span of only times and numbers ("Year", "2025") is a misread.
@@ -39,6 +42,8 @@ class Fact:
     span: str
     clause: str
     confidence: float = 1.0
+    change: float = 0.0   # the turn-level probability that the message changes a stored goal or preference
+    message: str = ""     # the whole message (a turn replaces at most one item on the change model's word)
 
     @property
     def item(self) -> str:
@@ -221,7 +226,12 @@ def read(text: str) -> Reading:
     taken = {k for k, t in enumerate(toks) if t.text in abbreviations() or t.text.upper() in ("UTC", "GMT")
              or any(a <= t.start < b for a, b in spans)}
     name, confidence = read_name_scored(text, toks, lower, taken)
-    return Reading(name, zone, read_facts(text), confidence)
+    facts = read_facts(text)
+    if facts:
+        change = change_model().prob(text)
+        for fact in facts:
+            fact.change, fact.message = change, text
+    return Reading(name, zone, facts, confidence)
 
 
 def pair_rows(kind: str, span: str, clause: str, items: list[str], section: str) -> list[dict]:
@@ -237,11 +247,18 @@ def pair_rows(kind: str, span: str, clause: str, items: list[str], section: str)
     return rows
 
 
-def replaces(fact: Fact, items: list[str], section: str) -> list[str]:
-    """The stored items this new fact supersedes (a reversed preference, a dropped or changed goal)."""
+def replaces(fact: Fact, items: list[str], section: str, turn_may_replace: bool = True) -> list[str]:
+    """The stored items this new fact supersedes (a reversed preference, a dropped or changed goal).
+
+    The pairwise revision model decides alone when it is sure; in a turn the change model reads as a
+    change (and ``turn_may_replace``: nothing replaced for this turn yet), its top-ranked item goes too."""
     kinds = [parse_item(item, section)[0] for item in items]
     same = [item for item, k in zip(items, kinds) if coarse(k) == coarse(fact.kind)]
     if not same:
         return []
     probs = models().pairs.predict_proba(pair_rows(fact.kind, fact.span, fact.clause, same, section))[:, 1]
-    return [item for item, p in zip(same, probs) if p > REPLACE_THRESHOLD]
+    gone = [item for item, p in zip(same, probs) if p > REPLACE_THRESHOLD]
+    best = int(np.argmax(probs))
+    if not gone and turn_may_replace and fact.change > CHANGE_THRESHOLD and probs[best] > CHANGE_FLOOR:
+        gone = [same[best]]
+    return gone
