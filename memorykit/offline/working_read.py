@@ -14,7 +14,7 @@ from .text import STOPWORDS, normalize
 from .working_change import change_model
 from .working_geo import ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup
 from .working_models import (
-    Token, _is_word, _lexicon, casual, clauses, coarse, context_candidate, context_similarity, cosine, clause_matrix,
+    Token, _is_word, _lexicon, casual, clauses, coarse, content, context_candidate, context_similarity, cosine, clause_matrix,
     embed_many, end_features, masked, mention_context, models, name_features,
     pair_features, place_features, place_tokens, start_features, tokens,
 )
@@ -232,6 +232,35 @@ def read(text: str) -> Reading:
         for fact in facts:
             fact.change, fact.message = change, text
     return Reading(name, zone, facts, confidence)
+
+
+def without_old(fact: Fact, removed: list[tuple[str, str]]) -> Fact:
+    """The fact with the words of the items it replaced cut off its end ("japanese instead of korean" ->
+    "japanese"): the span model re-reads each stretch between old words and the fullest stretch is kept.
+    ``removed``: (item, section) pairs; a span left naming nothing new stays as it was."""
+    old = set().union(*(content(parse_item(item, section)[1]) for item, section in removed))
+    toks = tokens(fact.span)
+    marked = [bool(content(t.text) & old) for t in toks]
+    named = [k for k, t in enumerate(toks) if content(t.text)]
+    if not named or not marked[named[-1]]:   # only a trailing old part ("..., not Spanish") is cut ...
+        return fact
+    k = named[-1]
+    while k > 0 and marked[k - 1]:
+        k -= 1
+    if k == 0 or content(toks[k - 1].text):   # ... set off from the new words ("detailed answers" stays)
+        return fact
+    best, runs, start = None, [], None
+    for k, m in enumerate(marked + [True]):
+        if not m and start is None:
+            start = k
+        elif m and start is not None:
+            runs.append((start, k))
+            start = None
+    for a, b in runs:
+        span = _span(fact.span[toks[a].start:toks[b - 1].end], fact.kind)
+        if span and names_something(span) and (best is None or len(content(span)) >= len(content(best))):
+            best = span
+    return Fact(fact.kind, best, fact.clause, fact.confidence, fact.change, fact.message) if best else fact
 
 
 def pair_rows(kind: str, span: str, clause: str, items: list[str], section: str) -> list[dict]:
