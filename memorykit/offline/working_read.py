@@ -5,6 +5,7 @@ timezones resolve through the gazetteers of :mod:`.working_geo`.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -107,10 +108,43 @@ def read_name_scored(text: str, toks: list[Token], lower: bool,
     run = [chosen[-1]]
     while run[0] - 1 in chosen:
         run.insert(0, run[0] - 1)
+    prob = float(probs[candidates.index(run[-1])])
+    first, last = _with_title(toks, run[0], run[-1])
+    if first != run[0] or last != run[-1]:
+        return text[toks[first].start:toks[last].end], prob
     name = " ".join(toks[i].text for i in run)
     if lower or name.islower():
         name = " ".join(part[:1].upper() + part[1:] for part in name.split())
-    return name, float(probs[candidates.index(run[-1])])
+    return name, prob
+
+
+@functools.lru_cache(maxsize=1)
+def titles() -> frozenset[str]:
+    """Honorifics written before a name ("Mrs", "Dr"), from Faker's English person providers."""
+    import importlib
+    import pkgutil
+
+    import faker.providers.person as person
+    out = set()
+    for module in pkgutil.iter_modules(person.__path__):
+        if module.name.startswith("en"):
+            provider = getattr(importlib.import_module(f"{person.__name__}.{module.name}"), "Provider", None)
+            for attr in ("prefixes_female", "prefixes_male", "prefixes_nonbinary", "prefixes"):
+                out.update(str(x).rstrip(".").lower() for x in getattr(provider, attr, None) or () if " " not in str(x) and str(x).rstrip(".").lower() not in STOPWORDS)
+    return frozenset(out)
+
+
+def _with_title(toks: list[Token], a: int, b: int) -> tuple[int, int]:
+    """Token range of a name with its title: "Mrs. Okoye" whether the tagger chose "Okoye" or only "Mrs"."""
+    def is_title(k: int) -> bool:
+        return 0 <= k < len(toks) and toks[k].low in titles() and toks[k].text[:1].isupper()
+    if a == b and is_title(a):
+        nxt = a + 2 if a + 1 < len(toks) and toks[a + 1].text == "." else a + 1
+        if nxt < len(toks) and _is_word(toks[nxt]) and toks[nxt].text[:1].isupper():
+            return a, nxt
+        return a, b
+    k = a - 2 if a >= 2 and toks[a - 1].text == "." else a - 1
+    return (k, b) if is_title(k) else (a, b)
 
 
 # ---------------------------------------------------------------------------- places and timezones
