@@ -27,6 +27,7 @@ CLAUSE_THRESHOLD = 0.3    # facts found 48 -> 50 of 65 at 0.4 -> 0.3, precision 
 REPLACE_THRESHOLD = 0.6   # dev dialogs: recall 0.76 -> 0.79, superseded 3/45 both (0.7: 0.83 but 6/45)
 CHANGE_THRESHOLD = 0.5   # a turn this sure to change something replaces its best-ranked stored item ...
 CHANGE_FLOOR = 0.1       # ... if the pairwise revision model gives that item at least this
+SECOND_SPAN = 1          # read a second fact after a clause's span and a comma (0: off; a dev switch)
 RENAME_THRESHOLD = 0.5    # a name already stored is replaced by a surer reading than a first name needs
 PRONOUNS = {"it", "them", "that", "this", "those", "these", "one"}
 # A goal or preference names something: a span of only times and numbers ("Year", "2025") is a misread.
@@ -130,8 +131,8 @@ def titles() -> frozenset[str]:
         if module.name.startswith("en"):
             provider = getattr(importlib.import_module(f"{person.__name__}.{module.name}"), "Provider", None)
             for attr in ("prefixes_female", "prefixes_male", "prefixes_nonbinary", "prefixes"):
-                out.update(str(x).rstrip(".").lower() for x in getattr(provider, attr, None) or () if " " not in str(x) and str(x).rstrip(".").lower() not in STOPWORDS)
-    return frozenset(out)
+                out.update(str(x).rstrip(".").lower() for x in getattr(provider, attr, None) or () if " " not in str(x))
+    return frozenset(out - STOPWORDS)
 
 
 def _with_title(toks: list[Token], a: int, b: int) -> tuple[int, int]:
@@ -229,8 +230,18 @@ def names_something(span: str) -> bool:
                for w in (t.low for t in tokens(span)))
 
 
-def read_facts(text: str) -> list[Fact]:
-    """Goal / drop / like / dislike / style facts, one per clause the classifier is confident about."""
+def rest_after(piece: str, span: str) -> str | None:
+    """What a clause says after its span and a comma ("no essays pls, keep it short" -> "keep it short"), if
+    it is long enough to be a second fact: the span model reads one span per clause."""
+    at = piece.lower().find(span.lower())
+    comma = piece.find(",", at + len(span)) if at >= 0 else -1
+    rest = piece[comma + 1:].strip(" ,;") if comma >= 0 else ""
+    return rest if len(tokens(rest)) >= 3 else None
+
+
+def read_facts(text: str, second: bool = True) -> list[Fact]:
+    """Goal / drop / like / dislike / style facts, one per clause the classifier is confident about
+    (``second``: and one more from what follows the span after a comma)."""
     pieces = clause_pieces(text)
     if not pieces:
         return []
@@ -247,6 +258,8 @@ def read_facts(text: str) -> list[Fact]:
             span = _span(pieces[n - 1], "like")
         if span and span.strip(" .,!?").lower() not in PRONOUNS | STOPWORDS and names_something(span):
             facts.append(Fact(kind, span, piece, float(row.max())))
+            rest = rest_after(piece, span) if second and SECOND_SPAN else None
+            facts += read_facts(rest, second=False) if rest else []
     return facts
 
 
