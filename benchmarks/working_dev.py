@@ -4,12 +4,13 @@ Two dev splits, both held out of ``data/independent_train/`` by a stable hash of
 
 * messages (``working.jsonl``, every 5th): names, timezones (and zones set where none is meant), goal /
   preference facts found and invented; per drop, does the message remove the goal it gives up (only that one)?
-* dialogs (``working_dialogs.jsonl``, every 4th): played through ``observe`` and scored exactly like the
+* dialogs (``working_dialogs.jsonl`` and ``working_dialogs_2.jsonl``, every 4th by id hash: 56): played through ``observe`` and scored exactly like the
   evaluation dialogs (fact recall, superseded values left, absent values present).
 
 Plus the course's own dialog splits. Never reads ``data/independent/`` (the evaluation set): develop here.
 
     .venv/bin/python benchmarks/working_dev.py [--all] [--dialogs] [--mode template]
+    .venv/bin/python benchmarks/working_dev.py --fast --dialogs --no-messages [--set CHANGE_THRESHOLD=0.5]
     # --all: models fitted on everything (what ships; the dev numbers are then not held out)
 """
 from __future__ import annotations
