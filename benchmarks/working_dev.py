@@ -4,12 +4,13 @@ Two dev splits, both held out of ``data/independent_train/`` by a stable hash of
 
 * messages (``working.jsonl``, every 5th): names, timezones (and zones set where none is meant), goal /
   preference facts found and invented; per drop, does the message remove the goal it gives up (only that one)?
-* dialogs (``working_dialogs.jsonl``, every 4th): played through ``observe`` and scored exactly like the
+* dialogs (``working_dialogs.jsonl`` and ``working_dialogs_2.jsonl``, every 4th by id hash: 56): played through ``observe`` and scored exactly like the
   evaluation dialogs (fact recall, superseded values left, absent values present).
 
 Plus the course's own dialog splits. Never reads ``data/independent/`` (the evaluation set): develop here.
 
     .venv/bin/python benchmarks/working_dev.py [--all] [--dialogs] [--mode template]
+    .venv/bin/python benchmarks/working_dev.py --fast --dialogs --no-messages [--set CHANGE_THRESHOLD=0.5]
     # --all: models fitted on everything (what ships; the dev numbers are then not held out)
 """
 from __future__ import annotations
@@ -79,6 +80,14 @@ def use_models(part: str) -> None:
         path.write_bytes(pickle.dumps(fitted))
     getattr(wm.models, "cache_clear", lambda: None)()
     wm.models = wr.models = lambda: fitted   # the readers look the models up by name
+    from memorykit.offline import working_change as wc
+    path = settings().data_dir / "offline" / f"dev-change-{part}-{wc._fingerprint()}.pkl"
+    if path.exists():
+        change = pickle.loads(path.read_bytes())
+    else:
+        change = wc.fit_change(part)
+        path.write_bytes(pickle.dumps(change))
+    wr.change_model = lambda: change
 
 
 def per_message(rows: list[dict]) -> dict[str, str]:
@@ -161,6 +170,37 @@ def dev_dialogs(rows: list[dict], size: int = 5) -> list[dict]:
     return out
 
 
+def fast_score(dialogs: list[dict]):
+    """Template-mode scoring without Redis: each turn through the offline task directly (``working.run``),
+    counted exactly like ``score_profiles`` (a quick dev loop; the final numbers come from ``score_profiles``)."""
+    from memorykit.course.working_eval import ProfileScore, _norm, expected_facts
+    from memorykit.memory.working import PROFILE_TEMPLATE
+    from memorykit.memory.working_tools import WorkingInput
+    from memorykit.offline import working
+
+    score = ProfileScore("template (fast)")
+    for dialog in dialogs:
+        current = PROFILE_TEMPLATE
+        for turn in dialog["turns"]:
+            out = working.run(WorkingInput(format="template", description="", template=PROFILE_TEMPLATE,
+                                           current=current, messages=[turn], limit=""))
+            current = out.content if out.changed else current
+        score.profiles[dialog["id"]] = current
+        text = _norm(current)
+        want, gone, _ = expected_facts(dialog)
+        for fact in want:
+            score.facts += 1
+            score.found += _norm(fact) in text
+            if _norm(fact) not in text:
+                score.missed.append((dialog["id"], fact))
+        for old in gone:
+            score.superseded += 1
+            score.left += _norm(old) in text
+            if _norm(old) in text:
+                score.stale.append((dialog["id"], old))
+    return score
+
+
 def wr_lists(lists):
     from memorykit.offline.working import Lists
     return Lists(lists)
@@ -175,6 +215,7 @@ def main() -> None:
     parser.add_argument("--models", help="a pickled Models file to score instead (e.g. an earlier version's)")
     parser.add_argument("--no-messages", action="store_true", help="skip the per-message dev split")
     parser.add_argument("--slow", action="store_true", help="embed through the cached embedder, one text at a time")
+    parser.add_argument("--fast", action="store_true", help="template mode without Redis (quick dev loop)")
     parser.add_argument("--set", nargs="*", default=[], help="override a working_read constant: NAME=VALUE")
     args = parser.parse_args()
     for item in args.set:
@@ -196,7 +237,20 @@ def main() -> None:
         if args.misses:
             for m in misses:
                 print(" ", m)
-    from memorykit.course.working_eval import score_profiles
+    from memorykit.course.working_eval import load_dialogs, score_profiles
+    if args.fast:
+        dev = [wd.as_eval_dialog(d) for d in wd.dialogs("dev")]
+        score = fast_score(dev)
+        print(f"   {f'dev dialogs ({len(dev)})':25} {score}", flush=True)
+        if args.misses:
+            for dialog_id, fact in score.missed:
+                print("   missed", dialog_id, fact, "|", score.profiles[dialog_id].replace("\n", " / "))
+            for dialog_id, fact in score.stale:
+                print("   stale", dialog_id, fact, "|", score.profiles[dialog_id].replace("\n", " / "))
+        if args.dialogs:
+            for name in ("dialogs_dev.jsonl", "profile_heldout.jsonl", "dialogs.jsonl"):
+                print(f"   {name:25} {fast_score(load_dialogs(name))}", flush=True)
+        return
     import memorykit as mk
     r, llm = mk.connect(), mk.get_llm("offline")
     print(f"   {'dev messages as dialogs':25} "
@@ -210,7 +264,6 @@ def main() -> None:
         for dialog_id, fact in score.stale:
             print("   stale", dialog_id, fact, "|", str(score.profiles[dialog_id]).replace("\n", " / "))
     if args.dialogs:
-        from memorykit.course.working_eval import load_dialogs
         for name in ("dialogs_dev.jsonl", "profile_heldout.jsonl", "dialogs.jsonl"):
             print(f"   {name:25} {score_profiles(r, llm, load_dialogs(name), namespace='benchwdev', mode=args.mode)}")
 

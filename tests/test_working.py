@@ -18,8 +18,7 @@ from memorykit.offline.working_read import read, replaces
 DIALOGS = load_dialogs("dialogs.jsonl")
 # Known misses of the offline stand-in since it learned home-vs-passing places and names from the independent
 # training messages (issue 29): strict, so they fail loudly the day the stand-in gets them right again.
-KNOWN_MISSES = {"elizabeth": "'I'm in Edinburgh.' no longer sets Europe/London (abstains on a bare 'I'm in X')",
-                "kenji": "'I'm Japanese' is read as the name"}
+KNOWN_MISSES = {"elizabeth": "'I'm in Edinburgh.' no longer sets Europe/London (abstains on a bare 'I'm in X')"}
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from ..memory.working_tools import WorkingInput, WorkingUpdate
 from .working_models import cosine
 from . import working_read
-from .working_read import Fact, Reading, read, replaces
+from .working_read import Fact, Reading, read, replaces, without_old
 
 FIELD_KINDS = {"name": "name", "timezone": "timezone", "goal": "goals", "like": "likes",
                "dislike": "dislikes", "style": "preferences"}
@@ -53,20 +53,25 @@ class Lists:
     def __init__(self, lists: dict[str, list[str]]):
         self.lists = {k: list(v) for k, v in lists.items()}
         self.log: list[str] = []
+        self.changed: set[str] = set()   # messages that already replaced an item (a turn changes one thing)
 
     def apply(self, fact: Fact) -> None:
         target = targets(fact.kind, set(self.lists))
         if target is None:
             return
+        removed = []
         for kind, items in self.lists.items():
             if (kind == "goal") != (fact.kind in ("goal", "drop")):
                 continue
-            gone = replaces(fact, items, kind)
+            gone = replaces(fact, items, kind, turn_may_replace=fact.message not in self.changed)
             if gone:
+                self.changed.add(fact.message)
                 self.lists[kind] = [i for i in items if i not in gone]
                 self.log.append("removed " + "; ".join(gone))
+                removed += [(item, kind) for item in gone]
         if fact.kind == "drop":
             return
+        fact = without_old(fact, removed) if removed else fact
         item = fact.item if target in ("goal", "style") else Fact("style", fact.span, fact.clause).item
         if item.lower() not in (i.lower() for i in self.lists[target]):
             self.lists[target].append(item)

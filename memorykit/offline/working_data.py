@@ -75,6 +75,7 @@ def is_home(mention: str, home: str | None) -> bool:
 
 
 # ---------------------------------------------------------------------------- dialogs written apart from the method
+DIALOG_FILES = ("working_dialogs.jsonl", "working_dialogs_2.jsonl")
 DIALOG_DEV_EVERY = 4   # every 4th dialog (by id hash) of working_dialogs.jsonl is the dialog-level dev split
 
 
@@ -84,12 +85,13 @@ def is_dev_dialog(dialog_id: str) -> bool:
 
 
 def dialogs(part: str = "all") -> list[dict]:
-    """``data/independent_train/working_dialogs.jsonl``: dialogs written apart from the method, each turn
+    """``data/independent_train/working_dialogs*.jsonl``: dialogs written apart from the method, each turn
     labelled, with the profile they should leave. ``part``: "all", "fit" or "dev" (about a quarter)."""
-    path = data_path("independent_train", "working_dialogs.jsonl")
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = []
+    for name in DIALOG_FILES:
+        path = data_path("independent_train", name)
+        if path.exists():
+            rows += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     keep = {"all": lambda d: True, "fit": lambda d: not is_dev_dialog(d["id"]),
             "dev": lambda d: is_dev_dialog(d["id"])}[part]
     return [d for d in rows if keep(d)]

@@ -5,15 +5,17 @@ timezones resolve through the gazetteers of :mod:`.working_geo`.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .text import STOPWORDS, normalize
+from .working_change import change_model
 from .working_geo import ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup
 from .working_models import (
-    Token, _is_word, _lexicon, casual, clauses, coarse, context_candidate, context_similarity, cosine, clause_matrix,
+    Token, _is_word, _lexicon, casual, clauses, coarse, content, context_candidate, context_similarity, cosine, clause_matrix,
     embed_many, end_features, masked, mention_context, models, name_features,
     pair_features, place_features, place_tokens, start_features, tokens,
 )
@@ -22,7 +24,10 @@ from .working_models import (
 NAME_THRESHOLD = 0.35     # names right 11 -> 14 of 20 at 0.5 -> 0.35, a name where none 0 -> 1 of 96
 PLACE_THRESHOLD = 0.5     # 0.4 found 1 more home but set 2 timezones where there was none
 CLAUSE_THRESHOLD = 0.3    # facts found 48 -> 50 of 65 at 0.4 -> 0.3, precision 45/58 -> 47/62
-REPLACE_THRESHOLD = 0.6   # dev dialogs: recall 0.76 -> 0.79, superseded 3/45 both (0.7: 0.83 but 6/45)
+REPLACE_THRESHOLD = 0.7   # with the change model: dev dialogs recall 192 -> 197 of 229, superseded 12 -> 14 of 120 (0.8: 201, 15)
+CHANGE_THRESHOLD = 0.5   # a turn this sure to change something replaces its best-ranked stored item ...
+CHANGE_FLOOR = 0.1       # ... if the pairwise revision model gives that item at least this
+SECOND_SPAN = 1          # read a second fact after a clause's span and a comma (0: off; a dev switch)
 RENAME_THRESHOLD = 0.5    # a name already stored is replaced by a surer reading than a first name needs
 PRONOUNS = {"it", "them", "that", "this", "those", "these", "one"}
 # A goal or preference names something: a span of only times and numbers ("Year", "2025") is a misread.
@@ -39,6 +44,8 @@ class Fact:
     span: str
     clause: str
     confidence: float = 1.0
+    change: float = 0.0   # the turn-level probability that the message changes a stored goal or preference
+    message: str = ""     # the whole message (a turn replaces at most one item on the change model's word)
 
     @property
     def item(self) -> str:
@@ -102,10 +109,43 @@ def read_name_scored(text: str, toks: list[Token], lower: bool,
     run = [chosen[-1]]
     while run[0] - 1 in chosen:
         run.insert(0, run[0] - 1)
+    prob = float(probs[candidates.index(run[-1])])
+    first, last = _with_title(toks, run[0], run[-1])
+    if first != run[0] or last != run[-1]:
+        return text[toks[first].start:toks[last].end], prob
     name = " ".join(toks[i].text for i in run)
     if lower or name.islower():
         name = " ".join(part[:1].upper() + part[1:] for part in name.split())
-    return name, float(probs[candidates.index(run[-1])])
+    return name, prob
+
+
+@functools.lru_cache(maxsize=1)
+def titles() -> frozenset[str]:
+    """Honorifics written before a name ("Mrs", "Dr"), from Faker's English person providers."""
+    import importlib
+    import pkgutil
+
+    import faker.providers.person as person
+    out = set()
+    for module in pkgutil.iter_modules(person.__path__):
+        if module.name.startswith("en"):
+            provider = getattr(importlib.import_module(f"{person.__name__}.{module.name}"), "Provider", None)
+            for attr in ("prefixes_female", "prefixes_male", "prefixes_nonbinary", "prefixes"):
+                out.update(str(x).rstrip(".").lower() for x in getattr(provider, attr, None) or () if " " not in str(x))
+    return frozenset(out - STOPWORDS)
+
+
+def _with_title(toks: list[Token], a: int, b: int) -> tuple[int, int]:
+    """Token range of a name with its title: "Mrs. Okoye" whether the tagger chose "Okoye" or only "Mrs"."""
+    def is_title(k: int) -> bool:
+        return 0 <= k < len(toks) and toks[k].low in titles() and toks[k].text[:1].isupper()
+    if a == b and is_title(a):
+        nxt = a + 2 if a + 1 < len(toks) and toks[a + 1].text == "." else a + 1
+        if nxt < len(toks) and _is_word(toks[nxt]) and toks[nxt].text[:1].isupper():
+            return a, nxt
+        return a, b
+    k = a - 2 if a >= 2 and toks[a - 1].text == "." else a - 1
+    return (k, b) if is_title(k) else (a, b)
 
 
 # ---------------------------------------------------------------------------- places and timezones
@@ -190,8 +230,18 @@ def names_something(span: str) -> bool:
                for w in (t.low for t in tokens(span)))
 
 
-def read_facts(text: str) -> list[Fact]:
-    """Goal / drop / like / dislike / style facts, one per clause the classifier is confident about."""
+def rest_after(piece: str, span: str) -> str | None:
+    """What a clause says after its span and a comma ("no essays pls, keep it short" -> "keep it short"), if
+    it is long enough to be a second fact: the span model reads one span per clause."""
+    at = piece.lower().find(span.lower())
+    comma = piece.find(",", at + len(span)) if at >= 0 else -1
+    rest = piece[comma + 1:].strip(" ,;") if comma >= 0 else ""
+    return rest if len(tokens(rest)) >= 3 else None
+
+
+def read_facts(text: str, second: bool = True) -> list[Fact]:
+    """Goal / drop / like / dislike / style facts, one per clause the classifier is confident about
+    (``second``: and one more from what follows the span after a comma)."""
     pieces = clause_pieces(text)
     if not pieces:
         return []
@@ -208,6 +258,8 @@ def read_facts(text: str) -> list[Fact]:
             span = _span(pieces[n - 1], "like")
         if span and span.strip(" .,!?").lower() not in PRONOUNS | STOPWORDS and names_something(span):
             facts.append(Fact(kind, span, piece, float(row.max())))
+            rest = rest_after(piece, span) if second and SECOND_SPAN else None
+            facts += read_facts(rest, second=False) if rest else []
     return facts
 
 
@@ -221,7 +273,41 @@ def read(text: str) -> Reading:
     taken = {k for k, t in enumerate(toks) if t.text in abbreviations() or t.text.upper() in ("UTC", "GMT")
              or any(a <= t.start < b for a, b in spans)}
     name, confidence = read_name_scored(text, toks, lower, taken)
-    return Reading(name, zone, read_facts(text), confidence)
+    facts = read_facts(text)
+    if facts:
+        change = change_model().prob(text)
+        for fact in facts:
+            fact.change, fact.message = change, text
+    return Reading(name, zone, facts, confidence)
+
+
+def without_old(fact: Fact, removed: list[tuple[str, str]]) -> Fact:
+    """The fact with the words of the items it replaced cut off its end ("japanese instead of korean" ->
+    "japanese"): the span model re-reads each stretch between old words and the fullest stretch is kept.
+    ``removed``: (item, section) pairs; a span left naming nothing new stays as it was."""
+    old = set().union(*(content(parse_item(item, section)[1]) for item, section in removed))
+    toks = tokens(fact.span)
+    marked = [bool(content(t.text) & old) for t in toks]
+    named = [k for k, t in enumerate(toks) if content(t.text)]
+    if not named or not marked[named[-1]]:   # only a trailing old part ("..., not Spanish") is cut ...
+        return fact
+    k = named[-1]
+    while k > 0 and marked[k - 1]:
+        k -= 1
+    if k == 0 or content(toks[k - 1].text):   # ... set off from the new words ("detailed answers" stays)
+        return fact
+    best, runs, start = None, [], None
+    for k, m in enumerate(marked + [True]):
+        if not m and start is None:
+            start = k
+        elif m and start is not None:
+            runs.append((start, k))
+            start = None
+    for a, b in runs:
+        span = _span(fact.span[toks[a].start:toks[b - 1].end], fact.kind)
+        if span and names_something(span) and (best is None or len(content(span)) >= len(content(best))):
+            best = span
+    return Fact(fact.kind, best, fact.clause, fact.confidence, fact.change, fact.message) if best else fact
 
 
 def pair_rows(kind: str, span: str, clause: str, items: list[str], section: str) -> list[dict]:
@@ -237,11 +323,18 @@ def pair_rows(kind: str, span: str, clause: str, items: list[str], section: str)
     return rows
 
 
-def replaces(fact: Fact, items: list[str], section: str) -> list[str]:
-    """The stored items this new fact supersedes (a reversed preference, a dropped or changed goal)."""
+def replaces(fact: Fact, items: list[str], section: str, turn_may_replace: bool = True) -> list[str]:
+    """The stored items this new fact supersedes (a reversed preference, a dropped or changed goal).
+
+    The pairwise revision model decides alone when it is sure; in a turn the change model reads as a
+    change (and ``turn_may_replace``: nothing replaced for this turn yet), its top-ranked item goes too."""
     kinds = [parse_item(item, section)[0] for item in items]
     same = [item for item, k in zip(items, kinds) if coarse(k) == coarse(fact.kind)]
     if not same:
         return []
     probs = models().pairs.predict_proba(pair_rows(fact.kind, fact.span, fact.clause, same, section))[:, 1]
-    return [item for item, p in zip(same, probs) if p > REPLACE_THRESHOLD]
+    gone = [item for item, p in zip(same, probs) if p > REPLACE_THRESHOLD]
+    best = int(np.argmax(probs))
+    if not gone and turn_may_replace and fact.change > CHANGE_THRESHOLD and probs[best] > CHANGE_FLOOR:
+        gone = [same[best]]
+    return gone
