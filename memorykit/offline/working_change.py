@@ -9,16 +9,12 @@ that the pairwise revision model ranks first is replaced even when that model al
 from __future__ import annotations
 
 import functools
-import hashlib
-import logging
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import data_path, settings
+from ..config import data_path
+from .fit_cache import cached, fingerprint
 from .text import normalize
-
-log = logging.getLogger(__name__)
 
 VERSION = "1"
 CHANGE_C = 4.0            # grouped 5-fold CV on the training dialogs only: AUC 0.983 (C 0.5-8: 0.978-0.984)
@@ -66,33 +62,10 @@ def fit_change(part: str = "all", c: float = CHANGE_C) -> ChangeModel:
     return model
 
 
-def _fingerprint() -> str:
-    import sklearn
-
-    from .working_data import DIALOG_FILES
-    h = hashlib.sha256(f"{VERSION} {CHANGE_C} {sklearn.__version__}".encode())
-    for name in DIALOG_FILES:
-        path = data_path("independent_train", name)
-        h.update(path.read_bytes() if path.exists() else b"")
-    h.update(Path(__file__).read_bytes())
-    return h.hexdigest()[:16]
-
-
 @functools.lru_cache(maxsize=1)
 def change_model() -> ChangeModel:
     """The fitted change classifier: loaded from the cache when data and code are unchanged, else trained."""
-    path = settings().data_dir / "offline" / f"change-{_fingerprint()}.pkl"
-    if path.exists():
-        try:
-            return pickle.loads(path.read_bytes())
-        except Exception as exc:  # a cache from another environment: retrain
-            log.info("retraining the working-memory change model (%s)", exc)
-    fitted = fit_change()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for stale in path.parent.glob("change-*.pkl"):
-            stale.unlink()
-        path.write_bytes(pickle.dumps(fitted))
-    except OSError as exc:
-        log.info("could not cache the working-memory change model: %s", exc)
-    return fitted
+    from .working_data import DIALOG_FILES
+
+    files = [data_path("independent_train", name) for name in DIALOG_FILES] + [Path(__file__)]
+    return cached("change", fingerprint(f"{VERSION} {CHANGE_C}", files), fit_change)

@@ -16,21 +16,18 @@ Fitted models are cached in ``.memorykit/offline/`` under a hash of the data and
 from __future__ import annotations
 
 import functools
-import hashlib
-import logging
 import math
-import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..config import data_path, settings
+from ..config import data_path
+from .fit_cache import cached, fingerprint
 from .text import STOPWORDS, normalize, stem, words
 from .working_geo import fold, gazetteer
 
-log = logging.getLogger(__name__)
 
 VERSION = "3"   # bump when features change: the cached models are keyed by it
 # Chosen by cross-validation on the training data only (never on the held-out dialogs):
@@ -418,33 +415,9 @@ def fit(part: str = "all") -> Models:
                   _fit_dict(start_x, start_y, 1.0), _fit_dict(end_x, end_y, 1.0), _fit_dict(pair_x, pair_y, 0.5))
 
 
-def _fingerprint() -> str:
-    import sklearn
-
-    h = hashlib.sha256(f"{VERSION} {sklearn.__version__}".encode())
-    for name in TRAIN_FILES:
-        path = data_path(*name.split("/"))
-        h.update(path.read_bytes() if path.exists() else b"")
-    for module in ("working_models.py", "working_read.py", "working_data.py"):
-        h.update((Path(__file__).parent / module).read_bytes())
-    return h.hexdigest()[:16]
-
-
 @functools.lru_cache(maxsize=1)
 def models() -> Models:
     """The fitted models: loaded from the cache when the data and code are unchanged, else trained."""
-    path = settings().data_dir / "offline" / f"working-{_fingerprint()}.pkl"
-    if path.exists():
-        try:
-            return pickle.loads(path.read_bytes())
-        except Exception as exc:  # a cache from another environment: retrain
-            log.info("retraining the working-memory models (%s)", exc)
-    fitted = fit()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for stale in path.parent.glob("working-*.pkl"):
-            stale.unlink()
-        path.write_bytes(pickle.dumps(fitted))
-    except OSError as exc:
-        log.info("could not cache the working-memory models: %s", exc)
-    return fitted
+    files = [data_path(*name.split("/")) for name in TRAIN_FILES]
+    files += [Path(__file__).parent / m for m in ("working_models.py", "working_read.py", "working_data.py")]
+    return cached("working", fingerprint(VERSION, files), fit)
