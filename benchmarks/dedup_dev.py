@@ -86,8 +86,6 @@ VARIANTS = {  # PairModel settings compared on the same folds; "skip": sources l
     "blend": dict(learner="blend"),
     "extra+same": dict(learner="extra", stacks=("direction", "relation", "sameness")),
     "hgb+same": dict(learner="hgb", stacks=("direction", "relation", "sameness")),
-    "bal+tsame": dict(stacks=("direction", "relation", "template sameness")),
-    "bal+both": dict(stacks=("direction", "relation", "sameness", "template sameness")),
 }
 
 

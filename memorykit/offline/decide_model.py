@@ -261,9 +261,7 @@ def featurize(olds: Sequence[str], news: Sequence[str], encode: Encoder) -> tupl
     relation = tmpl[:n] + tmpl[n:]
     relation /= np.linalg.norm(relation, axis=1, keepdims=True)
     sameness = np.hstack([np.abs(sent[n:] - sent[:n]), sent[n:] * sent[:n]])
-    template_sameness = np.hstack([np.abs(tmpl[n:] - tmpl[:n]), tmpl[n:] * tmpl[:n]])
-    return X, {"direction": sent[n:] - sent[:n], "relation": relation, "sameness": sameness,
-               "template sameness": template_sameness}
+    return X, {"direction": sent[n:] - sent[:n], "relation": relation, "sameness": sameness}
 
 
 # ---------------------------------------------------------------- the classifier
