@@ -7,6 +7,9 @@ invented (detection), the wrong polarity, or the right turn attached to the wron
 
     python benchmarks/feedback_dev.py                      # 5-fold CV on every training file
     python benchmarks/feedback_dev.py --files feedback.jsonl feedback_2.jsonl --folds 5
+    python benchmarks/feedback_dev.py --turn-files feedback.jsonl         # the shipped setup, per fold
+    python benchmarks/feedback_dev.py --turn-files feedback.jsonl --polarity-files feedback.jsonl feedback_2.jsonl \
+        feedback_3.jsonl feedback_4.jsonl feedback_5.jsonl  # positive-or-negative (or --attach-files) on more files
     python benchmarks/feedback_dev.py --encoder --reuse          # with the cross-encoder, trained per fold (~30 min)
 
 With ``--encoder`` each fold also trains a cross-encoder's LoRA adapters (``benchmarks/feedback_encoder.py``,
@@ -31,6 +34,35 @@ from memorykit.offline import feedback_model as fm
 from memorykit.offline.feedback import analyze
 
 ALL_FILES = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl", "feedback_4.jsonl", "feedback_5.jsonl")
+
+
+class SplitModel(fm.FeedbackModel):
+    """The shipped model, with positive-or-negative trained on the feedback turns of ``polarity`` and the
+    attachment model on ``attach`` when given (an experiment, not shipped: feedback-or-none stays as it is)."""
+
+    def __init__(self, embedder, windows, sentences, polarity=None, attach=None):
+        self.sentences, self.polarity_windows, self.attach_windows = sentences, polarity, attach
+        super().__init__(embedder, windows, sentences)
+
+    def _fit_turns(self, x, y):
+        from sklearn.linear_model import LogisticRegression
+
+        detect, polarity = super()._fit_turns(x, y)
+        if self.polarity_windows is None:
+            return detect, polarity
+        first = not hasattr(self, "turns")          # the first fit leaves the dev windows out
+        rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j]) for w in self.polarity_windows
+                if not (first and w.dev) for j in range(1, len(w.pairs)) if w.labels[j] != "none"]
+        rows += [(t, "", label) for t, label in self.sentences if label != "none"]
+        px = self.turn_features([r[0] for r in rows], [r[1] for r in rows])
+        return detect, LogisticRegression(C=fm.C, max_iter=5000, class_weight="balanced").fit(
+            px, [r[2] == "negative" for r in rows])
+
+    def _fit_attach(self, windows):
+        if self.attach_windows is None:
+            return super()._fit_attach(windows)
+        first = not hasattr(self, "attach")         # the first fit leaves the dev windows out
+        return super()._fit_attach([w for w in self.attach_windows if not (first and w.dev)])
 
 
 def score(rows, model) -> PRF:
@@ -128,10 +160,17 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="reuse the frozen layers' output cached in /tmp")
     ap.add_argument("--encoder-files", nargs="+", help="files the final cross-encoder trains on (default: all)")
     ap.add_argument("--save", help="write the final adapter (a state dict) here")
+    ap.add_argument("--turn-files", nargs="+", help="CV: files the turn models train on (default: --files)")
+    ap.add_argument("--polarity-files", nargs="+", help="CV: files positive-or-negative trains on (default: as turns)")
+    ap.add_argument("--attach-files", nargs="+", help="CV: files the attachment model trains on (default: as turns)")
+    ap.add_argument("--final-polarity-files", nargs="+", help="final model: files positive-or-negative trains on")
+    ap.add_argument("--final-attach-files", nargs="+", help="final model: files the attachment model trains on")
     args = ap.parse_args()
     embedder = get_router("feedback").embedder
     sentences = fm.course_sentences()
-    rows = [r for f in args.files for r in read_jsonl(data_path("independent_train", f))]
+    by_file = {f: read_jsonl(data_path("independent_train", f)) for f in set(args.files).union(
+        *(x or () for x in (args.turn_files, args.polarity_files, args.attach_files)))}
+    rows = [r for f in args.files for r in by_file[f]]
     if args.encoder:
         encoder_cv(args, rows, embedder, sentences)
         return
@@ -139,7 +178,11 @@ def main() -> None:
     for fold in range(args.folds):
         def held(r):
             return zlib.crc32(("fold" + r["id"]).encode()) % args.folds == fold
-        model = fm.FeedbackModel(embedder, [fm.window_of(r) for r in rows if not held(r)], sentences)
+
+        def train(files):       # this fold's training windows of ``files`` (None: of every file)
+            return None if files is None else [fm.window_of(r) for f in files for r in by_file[f] if not held(r)]
+        model = SplitModel(embedder, train(args.turn_files or args.files), sentences,
+                           train(args.polarity_files), train(args.attach_files))
         test = [r for r in rows if held(r)]
         p = score(test, model)
         components([fm.window_of(r) for r in test], model, causes)
@@ -147,7 +190,9 @@ def main() -> None:
         print(f"fold {fold}: {p}  threshold {model.threshold}", flush=True)
     print(f"dev CV ({len(rows)} windows, {args.files}): {total}")
     print("  causes:", dict(sorted(causes.items())))
-    final = fm.FeedbackModel(embedder, fm.labelled_windows(args.train_files or fm.TRAINING_FILES), sentences)
+    final = SplitModel(embedder, fm.labelled_windows(args.train_files or fm.TRAINING_FILES), sentences,
+                       *(None if f is None else fm.labelled_windows(f) for f in (
+                                 args.final_polarity_files, args.final_attach_files)))
     print(f"old held-out: {score(heldout('feedback'), final)}")
     course = read_jsonl(data_path("feedback", "windows.jsonl"))
     bad = [w["id"] for w in course if score([w], final).f1 < 1.0 and (w["expected"] or score([w], final).fp)]
