@@ -1,0 +1,14 @@
+"""The feedback training data written apart from the method (issue #29), checked by aggregate counts only."""
+from __future__ import annotations
+
+from memorykit.course.procedural_eval import heldout, independent
+from memorykit.offline.feedback_model import labelled_windows
+
+
+def test_the_fifth_feedback_set_shares_no_turn_with_the_evaluation_set_or_the_held_out_split():
+    windows = labelled_windows(("feedback_5.jsonl",))
+    assert len(windows) == 220 and sum(label != "none" for w in windows for label in w.labels) == 180
+    assert sum(k < j - 1 for w in windows for j, k in enumerate(w.targets) if k >= 0) == 52   # about an earlier answer
+    kept_apart = {u for row in independent("feedback") + heldout("feedback") for u, _ in row["exchanges"]}
+    assert sum(u in kept_apart for w in windows for u, _ in w.pairs) == 0
+
