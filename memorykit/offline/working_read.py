@@ -28,6 +28,10 @@ REPLACE_THRESHOLD = 0.7   # with the change model: dev dialogs recall 192 -> 197
 CHANGE_THRESHOLD = 0.5   # a turn this sure to change something replaces its best-ranked stored item ...
 CHANGE_FLOOR = 0.1       # ... if the pairwise revision model gives that item at least this
 SECOND_SPAN = 1          # read a second fact after a clause's span and a comma (0: off; a dev switch)
+RELEASE_CHANGE = 0.7      # a turn with no fact this sure to change something gives a stored item up ...
+RELEASE_FLOOR = 0.3       # ... the item the revision model ranks first, if at least this likely ...
+RELEASE_MARGIN = 0.1      # ... and this far ahead of the next one (else unclear which: left as it is)
+NAME_BEST = 1             # of several names in one message, the surest (0: the last one named)
 RENAME_THRESHOLD = 0.5    # a name already stored is replaced by a surer reading than a first name needs
 PRONOUNS = {"it", "them", "that", "this", "those", "these", "one"}
 # A goal or preference names something: a span of only times and numbers ("Year", "2025") is a misread.
@@ -106,9 +110,12 @@ def read_name_scored(text: str, toks: list[Token], lower: bool,
     chosen = [i for i, p in zip(candidates, probs) if p > NAME_THRESHOLD]
     if not chosen:
         return None, 0.0
-    run = [chosen[-1]]
+    prob_of = dict(zip(candidates, probs))
+    run = [max(chosen, key=lambda i: prob_of[i]) if NAME_BEST else chosen[-1]]
     while run[0] - 1 in chosen:
         run.insert(0, run[0] - 1)
+    while NAME_BEST and run[-1] + 1 in chosen:
+        run.append(run[-1] + 1)
     prob = float(probs[candidates.index(run[-1])])
     first, last = _with_title(toks, run[0], run[-1])
     if first != run[0] or last != run[-1]:
@@ -274,10 +281,11 @@ def read(text: str) -> Reading:
              or any(a <= t.start < b for a, b in spans)}
     name, confidence = read_name_scored(text, toks, lower, taken)
     facts = read_facts(text)
-    if facts:
-        change = change_model().prob(text)
-        for fact in facts:
-            fact.change, fact.message = change, text
+    change = change_model().prob(text)
+    for fact in facts:
+        fact.change, fact.message = change, text
+    if not facts and change > RELEASE_CHANGE:   # gives something up and names nothing new
+        facts = [Fact("release", text, text, 1.0, change, text)]
     return Reading(name, zone, facts, confidence)
 
 
@@ -338,3 +346,20 @@ def replaces(fact: Fact, items: list[str], section: str, turn_may_replace: bool 
     if not gone and turn_may_replace and fact.change > CHANGE_THRESHOLD and probs[best] > CHANGE_FLOOR:
         gone = [same[best]]
     return gone
+
+
+def released(fact: Fact, lists: dict[str, list[str]]) -> tuple[str, str] | None:
+    """(list, item) that a turn naming nothing new gives up ("the half marathon is off", "pandas is fine now"):
+    the revision model's first-ranked stored goal or preference, when it is sure and clearly ahead; else None."""
+    ranked = []
+    for section, items in lists.items():
+        if items:
+            kind = "drop" if section == "goal" else "release"
+            probs = models().pairs.predict_proba(pair_rows(kind, fact.span, fact.clause, items, section))[:, 1]
+            ranked += [(float(p), section, item) for p, item in zip(probs, items)]
+    ranked.sort(key=lambda r: -r[0])
+    if not ranked or ranked[0][0] <= RELEASE_FLOOR:
+        return None
+    if len(ranked) > 1 and ranked[0][0] - ranked[1][0] < RELEASE_MARGIN:
+        return None
+    return ranked[0][1], ranked[0][2]
