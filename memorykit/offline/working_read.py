@@ -348,15 +348,26 @@ def replaces(fact: Fact, items: list[str], section: str, turn_may_replace: bool 
     return gone
 
 
+def about_goal(text: str) -> float:
+    """How much more a turn is about a goal than a preference: the clause classifier's goal + drop share
+    of its fact kinds (none left out), over the turn read as one clause."""
+    m = models()
+    row = m.clause.predict_proba(clause_matrix(m.clause_vec, [text]))[0]
+    share = {str(k): float(p) for k, p in zip(m.clause.classes_, row) if str(k) != "none"}
+    total = sum(share.values()) or 1.0
+    return (share.get("goal", 0.0) + share.get("drop", 0.0)) / total
+
+
 def released(fact: Fact, lists: dict[str, list[str]]) -> tuple[str, str] | None:
     """(list, item) that a turn naming nothing new gives up ("the half marathon is off", "pandas is fine now"):
-    the revision model's first-ranked stored goal or preference, when it is sure and clearly ahead; else None."""
-    ranked = []
+    the revision model's first-ranked stored goal or preference (weighed by whether the turn reads as about a
+    goal or a preference), when it is sure and clearly ahead of the next; else None (unclear: left as it is)."""
+    ranked, group = [], about_goal(fact.span)
     for section, items in lists.items():
         if items:
-            kind = "drop" if section == "goal" else "release"
+            kind, prior = ("drop", group) if section == "goal" else ("release", 1 - group)
             probs = models().pairs.predict_proba(pair_rows(kind, fact.span, fact.clause, items, section))[:, 1]
-            ranked += [(float(p), section, item) for p, item in zip(probs, items)]
+            ranked += [(float(p) * prior * 2, section, item) for p, item in zip(probs, items)]
     ranked.sort(key=lambda r: -r[0])
     if not ranked or ranked[0][0] <= RELEASE_FLOOR:
         return None
