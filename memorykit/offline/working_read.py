@@ -29,7 +29,8 @@ CHANGE_THRESHOLD = 0.5   # a turn this sure to change something replaces its bes
 CHANGE_FLOOR = 0.1       # ... if the pairwise revision model gives that item at least this
 SECOND_SPAN = 1          # read a second fact after a clause's span and a comma (0: off; a dev switch)
 RELEASE_CHANGE = 0.7      # a turn with no fact this sure to change something gives a stored item up ...
-RELEASE_FLOOR = 0.3       # ... the item the revision model ranks first, if at least this likely ...
+RELEASE_FLOOR = 0.8       # ... the item the revision model ranks first, if it is this sure of it (dev: 0.3-0.8 the same;
+                          # 0.8 keeps an unrelated goal when the one given up was never stored) ...
 RELEASE_MARGIN = 0.1      # ... and this far ahead of the next one (else unclear which: left as it is)
 NAME_BEST = 1             # of several names in one message, the surest (0: the last one named)
 RENAME_THRESHOLD = 0.5    # a name already stored is replaced by a surer reading than a first name needs
@@ -367,10 +368,10 @@ def released(fact: Fact, lists: dict[str, list[str]]) -> tuple[str, str] | None:
         if items:
             kind, prior = ("drop", group) if section == "goal" else ("release", 1 - group)
             probs = models().pairs.predict_proba(pair_rows(kind, fact.span, fact.clause, items, section))[:, 1]
-            ranked += [(float(p) * prior * 2, section, item) for p, item in zip(probs, items)]
+            ranked += [(float(p) * prior * 2, float(p), section, item) for p, item in zip(probs, items)]
     ranked.sort(key=lambda r: -r[0])
-    if not ranked or ranked[0][0] <= RELEASE_FLOOR:
+    if not ranked or ranked[0][1] <= RELEASE_FLOOR:
         return None
     if len(ranked) > 1 and ranked[0][0] - ranked[1][0] < RELEASE_MARGIN:
         return None
-    return ranked[0][1], ranked[0][2]
+    return ranked[0][2], ranked[0][3]
