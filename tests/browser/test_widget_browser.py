@@ -19,14 +19,26 @@ pytest.importorskip("playwright.sync_api", reason="the playwright package is not
 pytestmark = pytest.mark.skipif(lab.chromium_path() is None, reason="Chromium is not installed (apt-get install chromium)")
 
 
+@pytest.fixture(scope="module")
+def fitted_offline_models():
+    """The offline stand-in's models fitted (or loaded) before JupyterLab starts: on a fresh checkout the
+    first fit embeds every training text and takes minutes, which no browser wait should absorb. The
+    notebook's kernel then loads them from ``.memorykit/offline/`` and the embeddings cache."""
+    from memorykit.offline import decide_model, feedback_model, summarize, tool_model, working_change, working_models
+
+    working_models.models(), working_change.change_model(), decide_model.model(), summarize.content_model()
+    feedback_model.feedback_model(), tool_model.tool_model()
+
+
 @pytest.fixture
-def lab_url(tmp_path):
+def lab_url(tmp_path, fitted_offline_models):
     """JupyterLab on loopback with a token, serving a copy of notebook 08."""
     shutil.copy(NOTEBOOK, tmp_path / NOTEBOOK.name)
     with lab.running_lab(tmp_path, NOTEBOOK.name, start_timeout=60) as url:
         yield url
 
 
+@pytest.mark.timeout(1800)  # the first fit of the offline models on a fresh checkout counts here
 def test_chat_widget_in_jupyterlab(lab_url):
     from memorykit.course.widgets import PLACEHOLDER
 
