@@ -21,12 +21,11 @@ pytestmark = pytest.mark.skipif(lab.chromium_path() is None, reason="Chromium is
 
 @pytest.fixture(scope="module")
 def fitted_offline_models():
-    """The offline stand-in's models fitted (or loaded) before JupyterLab starts: on a fresh checkout the
-    first fit embeds every training text and takes minutes, which no browser wait should absorb. The
-    notebook's kernel then loads them from ``.memorykit/offline/`` and the embeddings cache."""
-    from memorykit.offline import decide_model, feedback_model, summarize, tool_model, working_change, working_models
+    """The two offline models kept per process (feedback, tools) fitted once here, so their training texts are
+    in the Redis embeddings cache before the notebook's kernel needs them; the disk-cached models are fitted
+    at session start (conftest.py)."""
+    from memorykit.offline import feedback_model, tool_model
 
-    working_models.models(), working_change.change_model(), decide_model.model(), summarize.content_model()
     feedback_model.feedback_model(), tool_model.tool_model()
 
 
@@ -38,7 +37,7 @@ def lab_url(tmp_path, fitted_offline_models):
         yield url
 
 
-@pytest.mark.timeout(1800)  # the first fit of the offline models on a fresh checkout counts here
+@pytest.mark.timeout(1200)  # on a fresh checkout the fixture embeds the feedback and tool training texts
 def test_chat_widget_in_jupyterlab(lab_url):
     from memorykit.course.widgets import PLACEHOLDER
 
