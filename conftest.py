@@ -1,7 +1,8 @@
 """Shared pytest setup for the unit tests and the nbval notebook runs.
 
 One embedded Redis for the whole session (its URL exported so notebook kernels use it
-too), the offline LLM forced so every run is deterministic, and a persistent numba
+too), the offline stand-in's models fitted once before any test, the offline LLM forced so every
+run is deterministic, and a persistent numba
 cache so UMAP compiles once per machine, not once per kernel.
 """
 import os
@@ -19,6 +20,15 @@ def pytest_configure(config):
     import memorykit as mk
 
     os.environ["REDIS_URL"] = mk.redis_url()
+
+
+def pytest_sessionstart(session):
+    """Fit the offline stand-in's disk-cached models before any test runs. On a fresh checkout the
+    first fit embeds every training text one at a time (about ten minutes on two cores), which must
+    count against no single test's time limit; afterwards every process loads them in a second."""
+    from memorykit.offline import decide_model, summarize, working_change, working_models
+
+    working_models.models(), working_change.change_model(), decide_model.model(), summarize.content_model()
 
 
 SUITES = {"browser": "browser", "faults": "faults", "load": "load", "real_llm": "real_llm"}

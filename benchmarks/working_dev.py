@@ -4,8 +4,9 @@ Two dev splits, both held out of ``data/independent_train/`` by a stable hash of
 
 * messages (``working.jsonl``, every 5th): names, timezones (and zones set where none is meant), goal /
   preference facts found and invented; per drop, does the message remove the goal it gives up (only that one)?
-* dialogs (``working_dialogs.jsonl`` and ``working_dialogs_2.jsonl``, every 4th by id hash: 56): played through ``observe`` and scored exactly like the
-  evaluation dialogs (fact recall, superseded values left, absent values present).
+* dialogs (``working_dialogs.jsonl``, ``_2`` and ``_3``, every 4th by id hash: 85, 56 of them from sets 1-2):
+  played through ``observe`` and scored exactly like the evaluation dialogs (fact recall, superseded values
+  left, absent values present); ``--fast`` also scores sets 1-2 and set 3 apart.
 
 Plus the course's own dialog splits. Never reads ``data/independent/`` (the evaluation set): develop here.
 
@@ -65,13 +66,31 @@ def fast_embeddings() -> None:
     wm._embedder = lambda: fast
 
 
+def _keys() -> tuple[str, str]:
+    """Keys of the dev pickles: the training data, the model code and its version. ``working_read.py`` is left
+    out (its thresholds and decisions change often in a dev loop; its feature helpers rarely: bump VERSION then)."""
+    from pathlib import Path
+
+    from memorykit.config import data_path
+    from memorykit.offline import working_change as wc
+    from memorykit.offline.fit_cache import fingerprint
+
+    here = Path(wm.__file__).parent
+    files = [data_path(*name.split("/")) for name in wm.TRAIN_FILES]
+    files += [here / m for m in ("working_models.py", "working_data.py")]
+    change_files = [data_path("independent_train", name) for name in wd.DIALOG_FILES] + [Path(wc.__file__)]
+    return fingerprint(wm.VERSION, files), fingerprint(f"{wc.VERSION} {wc.CHANGE_C}", change_files + files)
+
+
 def use_models(part: str) -> None:
     """Fit (or load the cached) models on ``part`` of the training data and make the readers use them."""
     import pickle
 
     from memorykit.config import settings
+    from memorykit.offline import working_change as wc
 
-    path = settings().data_dir / "offline" / f"dev-working-{part}-{wm._fingerprint()}.pkl"
+    key, change_key = _keys()
+    path = settings().data_dir / "offline" / f"dev-working-{part}-{key}.pkl"
     if path.exists():
         fitted = pickle.loads(path.read_bytes())
     else:
@@ -80,8 +99,7 @@ def use_models(part: str) -> None:
         path.write_bytes(pickle.dumps(fitted))
     getattr(wm.models, "cache_clear", lambda: None)()
     wm.models = wr.models = lambda: fitted   # the readers look the models up by name
-    from memorykit.offline import working_change as wc
-    path = settings().data_dir / "offline" / f"dev-change-{part}-{wc._fingerprint()}.pkl"
+    path = settings().data_dir / "offline" / f"dev-change-{part}-{change_key}.pkl"
     if path.exists():
         change = pickle.loads(path.read_bytes())
     else:
@@ -242,6 +260,10 @@ def main() -> None:
         dev = [wd.as_eval_dialog(d) for d in wd.dialogs("dev")]
         score = fast_score(dev)
         print(f"   {f'dev dialogs ({len(dev)})':25} {score}", flush=True)
+        third = [d for d in dev if d["id"].startswith("wm3_")]   # working_dialogs_3.jsonl's share of the dev split
+        earlier = [d for d in dev if not d["id"].startswith("wm3_")]
+        for label, part in ((f"... sets 1-2 ({len(earlier)})", earlier), (f"... set 3 ({len(third)})", third)):
+            print(f"   {label:25} {fast_score(part)}", flush=True)
         if args.misses:
             for dialog_id, fact in score.missed:
                 print("   missed", dialog_id, fact, "|", score.profiles[dialog_id].replace("\n", " / "))
@@ -249,7 +271,11 @@ def main() -> None:
                 print("   stale", dialog_id, fact, "|", score.profiles[dialog_id].replace("\n", " / "))
         if args.dialogs:
             for name in ("dialogs_dev.jsonl", "profile_heldout.jsonl", "dialogs.jsonl"):
-                print(f"   {name:25} {fast_score(load_dialogs(name))}", flush=True)
+                course = fast_score(load_dialogs(name))
+                print(f"   {name:25} {course}", flush=True)
+                for kind, misses in (("missed", course.missed), ("stale", course.stale)) if args.misses else ():
+                    for dialog_id, fact in misses:
+                        print("  ", kind, dialog_id, fact, "|", course.profiles[dialog_id].replace("\n", " / "))
         return
     import memorykit as mk
     r, llm = mk.connect(), mk.get_llm("offline")

@@ -373,3 +373,38 @@ def test_forget_user_leaves_no_history_or_hash_key(store, r, ns, llm):
     assert store.list("gone", ["episodic"], include_superseded=True) == []
     assert not list(r.scan_iter(match=f"{ns}:memhash:gone*"))
     assert len(store.list("stays", ["episodic"])) == 1 and r.exists(dedup.ledger_key(store, "stays", "episodic"))
+
+
+def test_fitted_models_are_cached_on_disk_by_what_they_learned_from(tmp_path, monkeypatch):
+    from memorykit.offline.fit_cache import cached, fingerprint
+
+    monkeypatch.setenv("MEMORYKIT_HOME", str(tmp_path))
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"a": 1}\n')
+    fits = []
+
+    def fit():
+        fits.append(1)
+        return {"weights": [len(fits)]}
+
+    first = cached("toy", fingerprint("v1", [data]), fit)
+    again = cached("toy", fingerprint("v1", [data]), fit)
+    assert first == again == {"weights": [1]} and len(fits) == 1  # the second process loads, it does not refit
+    data.write_text('{"a": 2}\n')                                   # new training data: a new key, refitted
+    assert cached("toy", fingerprint("v1", [data]), fit) == {"weights": [2]}
+    assert [p.name.split("-")[0] for p in (tmp_path / ".memorykit" / "offline").iterdir()] == ["toy"]  # stale pickle gone
+    (tmp_path / ".memorykit" / "offline" / f"toy-{fingerprint('v1', [data])}.pkl").write_bytes(b"not a pickle")
+    assert cached("toy", fingerprint("v1", [data]), fit) == {"weights": [3]}  # unreadable cache: refitted
+
+
+def test_the_dedup_model_pickles_without_its_encoder_and_decides_the_same():
+    import pickle
+
+    from memorykit.offline import decide_model
+
+    model = decide_model.model()
+    loaded = pickle.loads(pickle.dumps(model))
+    assert loaded.encode is not model.encode and not loaded.encode.memo
+    olds = ["User lives in Rome.", "User likes tea.", "User works at Acme."]
+    news = ["User lives in Paris.", "User likes tea a lot.", "User's sister works at Globex."]
+    assert loaded.predict_proba(olds, news) == model.predict_proba(olds, news)

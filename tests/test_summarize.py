@@ -230,17 +230,17 @@ def test_cursor_is_atomic_under_concurrent_appends(r, ns, llm):
     def writer(w):
         mine = mk.ChatHistory(r, "u", "t", namespace=ns)
         i = 0
-        while not stop.is_set():
+        while not stop.is_set() and i < 30:  # bounded: each summary embeds every new message
             mine.append([U(f"w{w} m{i}"), A(f"ok {w} {i}")])
             i += 1
-            time.sleep(0.002)
+            time.sleep(0.05)
 
     def checker():
         while not stop.is_set():
             info, stored = h.summary_info(), h.messages()
             if info and stored[info["cursor"] - 1].id != info["last_id"]:
                 errors.append(info)
-            time.sleep(0.01)
+            time.sleep(0.02)
 
     workers = [threading.Thread(target=writer, args=(w,)) for w in range(4)] + [threading.Thread(target=checker)]
     [t.start() for t in workers]

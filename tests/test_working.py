@@ -300,6 +300,7 @@ def test_domain_modules_know_nothing_of_the_offline_backend():
     ("Hey there, I'm Ingrid.", "Ingrid"), ("my name is jonas", "Jonas"), ("You can call me Bea.", "Bea"),
     ("It's Katharina, not Kat.", "Katharina"),
     ("My name is Robert but my friends call me Bob", "Bob"), ("Don't call me Bobby, I'm Robert", "Robert"),
+    ("Everyone calls me Kit, not Katherine.", "Kit"),
     ("I'm tired today", None), ("I'm Italian and I love pasta", None), ("I'm on Pacific time", None),
 ])
 def test_read_name(text, name):
@@ -336,6 +337,28 @@ def test_revisions_replace_the_contrary_only():
     (drop,) = read("I gave up on the promotion.").facts
     assert replaces(drop, ["Get promoted to senior engineer", "Learn the piano"], "goal") == [
         "Get promoted to senior engineer"]
+
+
+def test_a_turn_that_gives_a_goal_up_removes_that_goal_for_that_user_only(r, ns, llm):
+    """No new goal named ("scratch the TOEIC"): the goal it is about goes, the other goal and the other user's stay."""
+    wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE, scope="user")
+    quitter, keeper = "system|{x} ünï", "ana"
+    for user in (quitter, keeper):
+        wm.observe("I want to pass the TOEIC with a score of 800 this spring.", llm, user_id=user)
+        wm.observe("I'd also like to learn to cook Thai food.", llm, user_id=user)
+    wm.observe("Scratch the TOEIC, my company doesn't need it anymore.", llm, user_id=quitter)
+    assert "TOEIC" not in wm.get(quitter) and "Thai food" in wm.get(quitter)
+    assert "TOEIC" in wm.get(keeper) and "Thai food" in wm.get(keeper)
+
+
+def test_a_release_is_left_alone_when_it_is_unclear_which_item_it_means():
+    from memorykit.offline.working_read import read, released
+
+    (fact,) = read("Scratch the TOEIC, my company doesn't need it anymore.").facts
+    assert fact.kind == "release"
+    assert released(fact, {"goal": ["Pass the TOEIC with 800", "Learn to cook Thai food"], "style": []}) == (
+        "goal", "Pass the TOEIC with 800")
+    assert released(fact, {"goal": ["Learn to cook Thai food", "Run a half marathon"], "style": []}) is None
 
 
 # ------------------------------------------------------------------ the held-out score

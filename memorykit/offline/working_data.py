@@ -75,7 +75,7 @@ def is_home(mention: str, home: str | None) -> bool:
 
 
 # ---------------------------------------------------------------------------- dialogs written apart from the method
-DIALOG_FILES = ("working_dialogs.jsonl", "working_dialogs_2.jsonl")
+DIALOG_FILES = ("working_dialogs.jsonl", "working_dialogs_2.jsonl", "working_dialogs_3.jsonl")
 DIALOG_DEV_EVERY = 4   # every 4th dialog (by id hash) of working_dialogs.jsonl is the dialog-level dev split
 
 
@@ -121,7 +121,9 @@ def stored_item(kind: str, span: str) -> str:
 
 def dialog_revisions(part: str = "all") -> list[dict]:
     """Revision pairs from the training dialogs (format of ``revisions_train.jsonl``): each new goal or
-    preference against every item of its list stored so far, with the ones the writer says it replaces."""
+    preference against every item of its list stored so far, with the ones the writer says it replaces;
+    a turn that only gives something up ("the half marathon is off") is one pair, its text as the span,
+    of kind "drop" (a goal) or "release" (a preference allowed again)."""
     out = []
     for d in dialogs(part):
         stored: list[tuple[str, str, str]] = []   # (coarse kind, span, item)
@@ -133,6 +135,12 @@ def dialog_revisions(part: str = "all") -> list[dict]:
                 if old:
                     out.append({"old": [i for _, i in old], "text": turn["text"], "kind": fact["kind"],
                                 "span": fact["span"], "replaces": [i for s, i in old if s in gone]})
+            if gone and not turn.get("facts"):   # given up, nothing new named: the whole turn is the "fact"
+                for group, kind in (("goal", "drop"), ("pref", "release")):
+                    old = [(s, i) for g, s, i in stored if g == group]
+                    if any(s in gone for s, _ in old):
+                        out.append({"old": [i for _, i in old], "text": turn["text"], "kind": kind,
+                                    "span": turn["text"], "replaces": [i for s, i in old if s in gone]})
             stored = [x for x in stored if x[1] not in gone]
             stored += [("goal" if f["kind"] in ("goal", "drop") else "pref", f["span"],
                         stored_item(f["kind"], f["span"])) for f in turn.get("facts") or []]

@@ -35,7 +35,8 @@ NAME_C, NAME_WEIGHT = 1.0, {0: 1, 1: 3}   # name tagger: 0.90 of messages fully 
 PLACE_C = 1.0                             # place classifier: 0.78 of messages right
 CLAUSE_C, EMBED_WEIGHT = 4.0, 1.0         # clause classifier: accuracy 0.89
 TRAIN_FILES = ("working/profile_train.jsonl", "working/revisions_train.jsonl", "independent_train/working.jsonl",
-               "independent_train/working_dialogs.jsonl", "independent_train/working_dialogs_2.jsonl")
+               "independent_train/working_dialogs.jsonl", "independent_train/working_dialogs_2.jsonl",
+               "independent_train/working_dialogs_3.jsonl")
 NEGATIONS = {"not", "never", "no", "don't", "dont", "n't", "didn't", "isn't", "won't", "nobody", "stop"}
 _TOKEN = re.compile(r"\w+(?:['’\-.]\w+)*|[^\w\s]")
 _SPLIT = re.compile(

@@ -28,6 +28,11 @@ REPLACE_THRESHOLD = 0.7   # with the change model: dev dialogs recall 192 -> 197
 CHANGE_THRESHOLD = 0.5   # a turn this sure to change something replaces its best-ranked stored item ...
 CHANGE_FLOOR = 0.1       # ... if the pairwise revision model gives that item at least this
 SECOND_SPAN = 1          # read a second fact after a clause's span and a comma (0: off; a dev switch)
+RELEASE_CHANGE = 0.7      # a turn with no fact this sure to change something gives a stored item up ...
+RELEASE_FLOOR = 0.8       # ... the item the revision model ranks first, if it is this sure of it (dev: 0.3-0.8 the same;
+                          # 0.8 keeps an unrelated goal when the one given up was never stored) ...
+RELEASE_MARGIN = 0.1      # ... and this far ahead of the next one (else unclear which: left as it is)
+NAME_BEST = 1             # of several names in one message, the surest (0: the last one named)
 RENAME_THRESHOLD = 0.5    # a name already stored is replaced by a surer reading than a first name needs
 PRONOUNS = {"it", "them", "that", "this", "those", "these", "one"}
 # A goal or preference names something: a span of only times and numbers ("Year", "2025") is a misread.
@@ -106,9 +111,12 @@ def read_name_scored(text: str, toks: list[Token], lower: bool,
     chosen = [i for i, p in zip(candidates, probs) if p > NAME_THRESHOLD]
     if not chosen:
         return None, 0.0
-    run = [chosen[-1]]
+    prob_of = dict(zip(candidates, probs))
+    run = [max(chosen, key=lambda i: prob_of[i]) if NAME_BEST else chosen[-1]]
     while run[0] - 1 in chosen:
         run.insert(0, run[0] - 1)
+    while NAME_BEST and run[-1] + 1 in chosen:
+        run.append(run[-1] + 1)
     prob = float(probs[candidates.index(run[-1])])
     first, last = _with_title(toks, run[0], run[-1])
     if first != run[0] or last != run[-1]:
@@ -274,10 +282,11 @@ def read(text: str) -> Reading:
              or any(a <= t.start < b for a, b in spans)}
     name, confidence = read_name_scored(text, toks, lower, taken)
     facts = read_facts(text)
-    if facts:
-        change = change_model().prob(text)
-        for fact in facts:
-            fact.change, fact.message = change, text
+    change = change_model().prob(text)
+    for fact in facts:
+        fact.change, fact.message = change, text
+    if not facts and change > RELEASE_CHANGE:   # gives something up and names nothing new
+        facts = [Fact("release", text, text, 1.0, change, text)]
     return Reading(name, zone, facts, confidence)
 
 
@@ -338,3 +347,31 @@ def replaces(fact: Fact, items: list[str], section: str, turn_may_replace: bool 
     if not gone and turn_may_replace and fact.change > CHANGE_THRESHOLD and probs[best] > CHANGE_FLOOR:
         gone = [same[best]]
     return gone
+
+
+def about_goal(text: str) -> float:
+    """How much more a turn is about a goal than a preference: the clause classifier's goal + drop share
+    of its fact kinds (none left out), over the turn read as one clause."""
+    m = models()
+    row = m.clause.predict_proba(clause_matrix(m.clause_vec, [text]))[0]
+    share = {str(k): float(p) for k, p in zip(m.clause.classes_, row) if str(k) != "none"}
+    total = sum(share.values()) or 1.0
+    return (share.get("goal", 0.0) + share.get("drop", 0.0)) / total
+
+
+def released(fact: Fact, lists: dict[str, list[str]]) -> tuple[str, str] | None:
+    """(list, item) that a turn naming nothing new gives up ("the half marathon is off", "pandas is fine now"):
+    the revision model's first-ranked stored goal or preference (weighed by whether the turn reads as about a
+    goal or a preference), when it is sure and clearly ahead of the next; else None (unclear: left as it is)."""
+    ranked, group = [], about_goal(fact.span)
+    for section, items in lists.items():
+        if items:
+            kind, prior = ("drop", group) if section == "goal" else ("release", 1 - group)
+            probs = models().pairs.predict_proba(pair_rows(kind, fact.span, fact.clause, items, section))[:, 1]
+            ranked += [(float(p) * prior * 2, float(p), section, item) for p, item in zip(probs, items)]
+    ranked.sort(key=lambda r: -r[0])
+    if not ranked or ranked[0][1] <= RELEASE_FLOOR:
+        return None
+    if len(ranked) > 1 and ranked[0][0] - ranked[1][0] < RELEASE_MARGIN:
+        return None
+    return ranked[0][2], ranked[0][3]

@@ -19,14 +19,25 @@ pytest.importorskip("playwright.sync_api", reason="the playwright package is not
 pytestmark = pytest.mark.skipif(lab.chromium_path() is None, reason="Chromium is not installed (apt-get install chromium)")
 
 
+@pytest.fixture(scope="module")
+def fitted_offline_models():
+    """The two offline models kept per process (feedback, tools) fitted once here, so their training texts are
+    in the Redis embeddings cache before the notebook's kernel needs them; the disk-cached models are fitted
+    at session start (conftest.py)."""
+    from memorykit.offline import feedback_model, tool_model
+
+    feedback_model.feedback_model(), tool_model.tool_model()
+
+
 @pytest.fixture
-def lab_url(tmp_path):
+def lab_url(tmp_path, fitted_offline_models):
     """JupyterLab on loopback with a token, serving a copy of notebook 08."""
     shutil.copy(NOTEBOOK, tmp_path / NOTEBOOK.name)
     with lab.running_lab(tmp_path, NOTEBOOK.name, start_timeout=60) as url:
         yield url
 
 
+@pytest.mark.timeout(1200)  # on a fresh checkout the fixture embeds the feedback and tool training texts
 def test_chat_widget_in_jupyterlab(lab_url):
     from memorykit.course.widgets import PLACEHOLDER
 
