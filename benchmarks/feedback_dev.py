@@ -12,9 +12,15 @@ invented (detection), the wrong polarity, or the right turn attached to the wron
         feedback_3.jsonl feedback_4.jsonl feedback_5.jsonl  # positive-or-negative (or --attach-files) on more files
     python benchmarks/feedback_dev.py --encoder --reuse          # with the cross-encoder, trained per fold (~30 min)
 
-Split-training experiment (2026-11-26, 2 of 5 folds finished before the deadline, so not shipped): feedback-or-none
-on feedback.jsonl as shipped; the shipped setup scored fold 0 / 1 F1 0.55 / 0.52, positive-or-negative on all five
-files 0.64 / 0.60, plus the attachment model on all five 0.64 / 0.62. Old split and course windows not yet measured.
+    python benchmarks/feedback_dev.py --compare before B shipped   # variants (VARIANTS) on the same folds, one run
+
+Split-training experiment (2026-11-26, ``--compare``, 5 grouped folds over the five training files, thresholds
+chosen per fold on the training part's dev windows): fold F1 / mean / old held-out / course windows --
+before (everything on feedback.jsonl): 0.551 0.525 0.523 0.532 0.577 / 0.542 / 0.87 / 18 of 18;
+B (positive-or-negative on all five files): 0.639 0.605 0.495 0.583 0.596 / 0.583 / 0.81 / 18 of 18;
+shipped (B with its own n-grams, course sentences weighted 3): 0.645 0.605 0.509 0.596 0.596 / 0.590 / 0.87 / 18;
+shipped + attachment on all five files: mean 0.593 (+0.003, not shipped). Own n-grams alone: 0.594 but old
+split 0.77; sentences weighted 3 or 5 alone: 0.580, old split 0.84.
 
 With ``--encoder`` each fold also trains a cross-encoder's LoRA adapters (``benchmarks/feedback_encoder.py``,
 an experiment that is not shipped) on its training windows minus the threshold-choosing dev windows, and
@@ -41,32 +47,76 @@ ALL_FILES = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl", "feedback
 
 
 class SplitModel(fm.FeedbackModel):
-    """The shipped model, with positive-or-negative trained on the feedback turns of ``polarity`` and the
-    attachment model on ``attach`` when given (an experiment, not shipped: feedback-or-none stays as it is)."""
+    """The shipped model's class, with the attachment model trained on ``attach`` when given (an experiment:
+    the shipped attachment model trains on the turn model's windows)."""
 
-    def __init__(self, embedder, windows, sentences, polarity=None, attach=None):
-        self.sentences, self.polarity_windows, self.attach_windows = sentences, polarity, attach
-        super().__init__(embedder, windows, sentences)
-
-    def _fit_turns(self, x, y):
-        from sklearn.linear_model import LogisticRegression
-
-        detect, polarity = super()._fit_turns(x, y)
-        if self.polarity_windows is None:
-            return detect, polarity
-        first = not hasattr(self, "turns")          # the first fit leaves the dev windows out
-        rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j]) for w in self.polarity_windows
-                if not (first and w.dev) for j in range(1, len(w.pairs)) if w.labels[j] != "none"]
-        rows += [(t, "", label) for t, label in self.sentences if label != "none"]
-        px = self.turn_features([r[0] for r in rows], [r[1] for r in rows])
-        return detect, LogisticRegression(C=fm.C, max_iter=5000, class_weight="balanced").fit(
-            px, [r[2] == "negative" for r in rows])
+    def __init__(self, embedder, windows, sentences, polarity=None, attach=None, **options):
+        self.attach_windows = attach
+        super().__init__(embedder, windows, sentences, polarity, **options)
 
     def _fit_attach(self, windows):
         if self.attach_windows is None:
             return super()._fit_attach(windows)
         first = not hasattr(self, "attach")         # the first fit leaves the dev windows out
         return super()._fit_attach([w for w in self.attach_windows if not (first and w.dev)])
+
+
+class SharedEmbeddings(fm.Embeddings):
+    """Embeddings whose vectors are shared by every model of one harness run (each text embedded once)."""
+
+    seen: dict = {}
+
+    def __init__(self, embedder):
+        super().__init__(embedder)
+        self._seen = SharedEmbeddings.seen
+
+
+SHIPPED = {"own_vocab": True, "sentence_weight": fm.SENTENCE_WEIGHT}
+VARIANTS = {     # name: files positive-or-negative / the attachment model train on (None: as turns), other options
+    "before": (None, None, {}),                             # shipped until 2026-11-26: everything on feedback.jsonl
+    "B": ("all", None, {}),                                 # positive-or-negative on every --files file
+    "B+attach": ("all", "all", {}),
+    "B-vocab": ("all", None, {"own_vocab": True}),
+    "B-w3": ("all", None, {"sentence_weight": 3.0}),
+    "B-w5": ("all", None, {"sentence_weight": 5.0}),
+    "shipped": ("all", None, SHIPPED),                      # B with its own n-grams and the sentences weighted 3
+    "shipped+attach": ("all", "all", SHIPPED),
+}
+
+
+def compare(args, embedder, sentences, by_file, rows) -> None:
+    """Every variant of ``--compare`` on the same folds in one run: per-fold and pooled P/R/F1, mean fold F1."""
+    fm.Embeddings = SharedEmbeddings
+    results = {v: [] for v in args.compare}
+    for fold in range(args.folds):
+        def held(r):
+            return zlib.crc32(("fold" + r["id"]).encode()) % args.folds == fold
+
+        def train(files):
+            return None if files is None else [fm.window_of(r) for f in files for r in by_file[f] if not held(r)]
+        test = [r for r in rows if held(r)]
+        for v in args.compare:
+            pol, att = (args.polarity_files or args.files if x == "all" else x for x in VARIANTS[v][:2])
+            t0 = time.time()
+            model = SplitModel(embedder, train(args.turn_files or ["feedback.jsonl"]), sentences, train(pol), train(att),
+                               **VARIANTS[v][2])
+            p, causes = score(test, model), Counter()
+            components([fm.window_of(r) for r in test], model, causes)
+            results[v].append(p)
+            print(f"fold {fold} {v:9s}: {p}  threshold {model.threshold}  polarity wrong {causes['polarity wrong']}"
+                  f"/{causes['turn tp']}  ({time.time() - t0:.0f} s)", flush=True)
+    course = read_jsonl(data_path("feedback", "windows.jsonl"))
+    for v in args.compare:
+        pol, att = (args.polarity_files or args.files if x == "all" else x for x in VARIANTS[v][:2])
+        final = SplitModel(embedder, fm.labelled_windows(fm.TRAINING_FILES), sentences,
+                           *(None if f is None else fm.labelled_windows(f) for f in (pol, att)), **VARIANTS[v][2])
+        bad = [w["id"] for w in course if score([w], final).f1 < 1.0 and (w["expected"] or score([w], final).fp)]
+        print(f"{v:9s} final (threshold {final.threshold}): old held-out {score(heldout('feedback'), final)}"
+              f"  course windows {score(course, final)}  wrong: {bad}", flush=True)
+    for v, ps in results.items():
+        pooled = PRF(sum(p.tp for p in ps), sum(p.fp for p in ps), sum(p.fn for p in ps))
+        print(f"{v:9s}: folds F1 {[round(p.f1, 3) for p in ps]}  mean {sum(p.f1 for p in ps) / len(ps):.3f}"
+              f"  pooled {pooled}", flush=True)
 
 
 def score(rows, model) -> PRF:
@@ -168,6 +218,7 @@ def main() -> None:
     ap.add_argument("--polarity-files", nargs="+", help="CV: files positive-or-negative trains on (default: as turns)")
     ap.add_argument("--attach-files", nargs="+", help="CV: files the attachment model trains on (default: as turns)")
     ap.add_argument("--final-polarity-files", nargs="+", help="final model: files positive-or-negative trains on")
+    ap.add_argument("--compare", nargs="+", choices=list(VARIANTS), help="CV these variants on the same folds")
     ap.add_argument("--final-attach-files", nargs="+", help="final model: files the attachment model trains on")
     args = ap.parse_args()
     embedder = get_router("feedback").embedder
@@ -175,6 +226,9 @@ def main() -> None:
     by_file = {f: read_jsonl(data_path("independent_train", f)) for f in set(args.files).union(
         *(x or () for x in (args.turn_files, args.polarity_files, args.attach_files)))}
     rows = [r for f in args.files for r in by_file[f]]
+    if args.compare:
+        compare(args, embedder, sentences, by_file, rows)
+        return
     if args.encoder:
         encoder_cv(args, rows, embedder, sentences)
         return
