@@ -24,6 +24,10 @@ split 0.77; sentences weighted 3 or 5 alone: 0.580, old split 0.84. With feedbac
 in the folds too (1,206 windows): before 0.530 0.509 0.515 0.548 0.578 / 0.536; shipped (five files)
 0.612 0.603 0.504 0.603 0.617 / 0.588; positive-or-negative on all six files 0.596 0.594 0.499 0.591 0.617 / 0.579,
 so the sixth file is left out of it; attachment on six too 0.583. Old split 0.87 and 18/18 for all of these.
+The next lead, not shipped: feedback-or-none on all five files too (``--turn-files`` the five, ``--compare
+shipped-5``): 0.642 0.660 0.612 0.642 0.645 / 0.640 on the six-file folds, but its final model (threshold 0.3
+from its dev windows) scores the old split 0.85 and gets course windows w21 and w22 wrong (false feedback); no
+threshold from 0.30 to 0.70 gets all 18 right (w22 stays wrong; 0.55 gives the old split 0.89).
 
 With ``--encoder`` each fold also trains a cross-encoder's LoRA adapters (``benchmarks/feedback_encoder.py``,
 an experiment that is not shipped) on its training windows minus the threshold-choosing dev windows, and
