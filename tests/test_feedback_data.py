@@ -12,3 +12,12 @@ def test_the_fifth_feedback_set_shares_no_turn_with_the_evaluation_set_or_the_he
     kept_apart = {u for row in independent("feedback") + heldout("feedback") for u, _ in row["exchanges"]}
     assert sum(u in kept_apart for w in windows for u, _ in w.pairs) == 0
 
+
+
+def test_the_sixth_feedback_set_shares_no_turn_with_the_evaluation_set_or_the_held_out_split():
+    windows = labelled_windows(("feedback_6.jsonl",))
+    assert len(windows) == 200 and sum(label != "none" for w in windows for label in w.labels) == 180
+    assert sum(label == "negative" for w in windows for label in w.labels) == 90
+    assert sum(k < j - 1 for w in windows for j, k in enumerate(w.targets) if k >= 0) == 61   # about an earlier answer
+    kept_apart = {u for row in independent("feedback") + heldout("feedback") for u, _ in row["exchanges"]}
+    assert sum(u in kept_apart for w in windows for u, _ in w.pairs) == 0
