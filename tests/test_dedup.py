@@ -384,6 +384,9 @@ def test_fitted_models_are_cached_on_disk_by_what_they_learned_from(tmp_path, mo
     fits = []
 
     def fit():
+        from memorykit.embeddings import training
+
+        assert training()  # a fit embeds its training texts in batches
         fits.append(1)
         return {"weights": [len(fits)]}
 

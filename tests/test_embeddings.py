@@ -35,6 +35,30 @@ def test_embed_many_matches_embed_bit_for_bit(emb):
     assert raw.embed_many(texts) == alone and [raw.embed(t) for t in texts] == alone
 
 
+def test_training_texts_are_batched_and_kept_apart_from_run_time_vectors(emb):
+    """Fitting a model embeds its training texts in batches (several times faster); those vectors differ
+    from one-at-a-time ones by ~1e-7, so they get cache entries of their own and never reach embed()."""
+    from memorykit.embeddings import training, training_batches
+
+    texts = ["zeta training 51c2", "a longer training sentence about eta and theta, padded in a batch 51c2", "iota 51c2"]
+    emb.forget(texts)
+    cache, batched_name = emb.vectorizer.cache, f"{emb.vectorizer.model}#batched"
+    cache.mdrop(texts, model_name=batched_name)
+    with training_batches():
+        assert training()
+        batched = emb.embed_many(texts)
+    assert not training()
+    emb.flush()
+    assert cache.mget(texts, model_name=emb.vectorizer.model) == [None, None, None]  # run-time entries untouched
+    assert [hit["embedding"] for hit in cache.mget(texts, model_name=batched_name)] == [
+        pytest.approx(v, abs=1e-6) for v in batched]
+    alone = [emb.embed(t) for t in texts]
+    assert np.abs(np.array(batched) - np.array(alone)).max() < 1e-5
+    assert emb.embed_many(texts) == alone                               # outside the block: exact, as always
+    emb.forget(texts)
+    cache.mdrop(texts, model_name=batched_name)
+
+
 def test_import_memorykit_leaves_the_environment_alone():
     """The Hugging Face offline switches belong to the local embedder, set when it loads, not on import."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_", "TOKENIZERS_"))}

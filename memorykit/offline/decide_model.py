@@ -228,7 +228,7 @@ class Encoder:
 
     def __init__(self, embedder=None):
         self.embedder = embedder
-        self.memo: dict[str, np.ndarray] = {}
+        self.memo: dict[bool, dict[str, np.ndarray]] = {}  # keyed by embeddings.training()
 
     def _load(self):
         from ..embeddings import get_embedder
@@ -239,15 +239,18 @@ class Encoder:
             return get_embedder(cache=False, kind="local")
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        missing = sorted({t for t in texts if t not in self.memo})
-        if len(self.memo) + len(missing) > self.MEMO_SIZE:
-            self.memo.clear()
+        from ..embeddings import training
+
+        memo = self.memo.setdefault(training(), {})  # training vectors (batched) apart from run-time ones
+        missing = sorted({t for t in texts if t not in memo})
+        if len(memo) + len(missing) > self.MEMO_SIZE:
+            memo.clear()
             missing = sorted(set(texts))
         if missing:
             self.embedder = self.embedder or self._load()
             for text, vec in zip(missing, self.embedder.embed_many(missing, progress=False)):
-                self.memo[text] = np.asarray(vec, dtype=np.float32)
-        return np.stack([self.memo[t] for t in texts])
+                memo[text] = np.asarray(vec, dtype=np.float32)
+        return np.stack([memo[t] for t in texts])
 
 
 def featurize(olds: Sequence[str], news: Sequence[str], encode: Encoder) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -13,16 +13,18 @@ from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
 from ..config import settings
+from ..embeddings import TRAINING_BATCH, training_batches
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
 def fingerprint(version: str, files: Iterable[Path]) -> str:
-    """A short hash of ``version``, scikit-learn's version and the bytes of ``files`` (missing: empty)."""
+    """A short hash of ``version``, scikit-learn's version, how training texts are embedded and the bytes
+    of ``files`` (missing: empty)."""
     import sklearn
 
-    h = hashlib.sha256(f"{version} {sklearn.__version__}".encode())
+    h = hashlib.sha256(f"{version} {sklearn.__version__} batched={TRAINING_BATCH}".encode())
     for path in files:
         h.update(path.read_bytes() if path.exists() else b"")
     return h.hexdigest()[:16]
@@ -37,7 +39,8 @@ def cached(name: str, key: str, fit: Callable[[], T]) -> T:
             return pickle.loads(path.read_bytes())
         except Exception as exc:  # a cache from another environment: retrain
             log.info("retraining the offline %s model (%s)", name, exc)
-    fitted = fit()
+    with training_batches():  # training texts embedded in batches: a cold fit takes a fraction of the time
+        fitted = fit()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         for stale in path.parent.glob(f"{name}-*.pkl"):

@@ -176,8 +176,14 @@ _MAX_CACHED = 4096
 
 def vectors(texts: Sequence[str]) -> np.ndarray:
     """Unit vectors of ``texts`` from the local embedding model (kept in a small in-process cache)."""
-    from ..embeddings import get_embedder
+    from ..embeddings import get_embedder, training
 
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    if training():  # training texts: embedded in batches, kept out of this run-time memo
+        vecs = np.asarray(get_embedder(cache=False, kind="local").embed_many(list(texts)), dtype=np.float32)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        return vecs / np.where(norms > 0, norms, 1.0)
     missing = [t for t in dict.fromkeys(texts) if t not in _VECTORS]
     if missing:
         embedder = get_embedder(cache=False, kind="local")
@@ -186,6 +192,4 @@ def vectors(texts: Sequence[str]) -> np.ndarray:
             _VECTORS[text] = v / (float(np.linalg.norm(v)) or 1.0)
             if len(_VECTORS) > _MAX_CACHED:
                 _VECTORS.popitem(last=False)
-    if not texts:
-        return np.zeros((0, 0), dtype=np.float32)
     return np.stack([_VECTORS[t] for t in texts])

@@ -253,19 +253,22 @@ def _embedder():
         return get_embedder(cache=False, kind="local")
 
 
-_seen: dict[str, np.ndarray] = {}
+_SEEN: dict[bool, dict[str, np.ndarray]] = {False: {}, True: {}}  # run-time / training vectors, kept apart
 
 
 def embed_many(texts: list[str]) -> np.ndarray:
-    """Sentence embeddings, each text embedded once per process."""
-    todo = sorted({t for t in texts if t not in _seen})
-    if len(_seen) + len(todo) > 50_000:
-        _seen.clear()
+    """Sentence embeddings, each text embedded once per process (training vectors in their own memo)."""
+    from ..embeddings import training
+
+    seen = _SEEN[training()]
+    todo = sorted({t for t in texts if t not in seen})
+    if len(seen) + len(todo) > 50_000:
+        seen.clear()
         todo = sorted(set(texts))
     if todo:
         for t, v in zip(todo, _embedder().embed_many(todo, progress=False)):
-            _seen[t] = np.asarray(v, dtype=np.float32)
-    return np.stack([_seen[t] for t in texts]) if texts else np.zeros((0, 384), dtype=np.float32)
+            seen[t] = np.asarray(v, dtype=np.float32)
+    return np.stack([seen[t] for t in texts]) if texts else np.zeros((0, 384), dtype=np.float32)
 
 
 def cosine(a: str, b: str) -> float:
@@ -347,14 +350,29 @@ def context_sets(name_y: list[list[int]], name_ctx: list[list[str | None]]) -> t
     return vectors, np.array([name_y[m][k] for m, k in where], dtype=int), where
 
 
-def add_contexts(name_x, name_y, name_ctx) -> None:
-    """Give each training word its context similarity, leaving its own message out (no self-match)."""
+def _top_mean(sims: np.ndarray, k: int) -> np.ndarray:
+    """Each row's mean of its k largest finite values (0 for a row with none)."""
+    k = min(k, sims.shape[1])
+    if k == 0:
+        return np.zeros(len(sims))
+    top = np.sort(np.partition(sims, -k, axis=1)[:, -k:], axis=1)
+    finite = np.isfinite(top)
+    count = finite.sum(axis=1)
+    return np.where(count > 0, np.where(finite, top, 0.0).sum(axis=1) / np.maximum(count, 1), 0.0)
+
+
+def add_contexts(name_x, name_y, name_ctx, chunk: int = 512) -> None:
+    """Give each training word its context similarity (as :func:`context_similarity`), leaving its own
+    message out (no self-match); a block of rows at a time, not one word at a time (an n^2 copy)."""
     vectors, labels, where = context_sets(name_y, name_ctx)
     messages = np.array([m for m, _ in where])
-    for n, (m, k) in enumerate(where):
-        others = messages != m
-        ctx = context_similarity(vectors[n:n + 1], vectors[others & (labels == 1)], vectors[others & (labels == 0)])
-        name_x[m][k] = {**name_x[m][k], "ctx": float(ctx[0]) * 10}
+    for start in range(0, len(where), chunk):
+        sims = vectors[start:start + chunk] @ vectors.T
+        sims[messages[start:start + chunk, None] == messages[None, :]] = -np.inf
+        ctx = _top_mean(sims[:, labels == 1], 3) - _top_mean(sims[:, labels == 0], 3)
+        for n, value in enumerate(ctx, start):
+            m, k = where[n]
+            name_x[m][k] = {**name_x[m][k], "ctx": float(value) * 10}
 
 
 def place_contexts(train: list[dict]) -> list[list[str]]:
