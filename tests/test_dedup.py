@@ -399,6 +399,13 @@ def test_fitted_models_are_cached_on_disk_by_what_they_learned_from(tmp_path, mo
     (tmp_path / ".memorykit" / "offline" / f"toy-{fingerprint('v1', [data])}.pkl").write_bytes(b"not a pickle")
     assert cached("toy", fingerprint("v1", [data]), fit) == {"weights": [3]}  # unreadable cache: refitted
 
+    def exact_fit():
+        from memorykit.embeddings import training
+
+        return {"batched": training()}
+
+    assert cached("exact", fingerprint("v1", [data]), exact_fit, batched=False) == {"batched": False}
+
 
 def test_the_dedup_model_pickles_without_its_encoder_and_decides_the_same():
     import pickle

@@ -30,16 +30,21 @@ def fingerprint(version: str, files: Iterable[Path]) -> str:
     return h.hexdigest()[:16]
 
 
-def cached(name: str, key: str, fit: Callable[[], T]) -> T:
+def cached(name: str, key: str, fit: Callable[[], T], batched: bool = True) -> T:
     """``fit()``'s result, loaded from ``<data_dir>/offline/<name>-<key>.pkl`` when present, else fitted
-    and stored there (older pickles of ``name`` removed)."""
+    and stored there (older pickles of ``name`` removed). ``batched``: the fit embeds its training texts in
+    batches (:func:`~memorykit.embeddings.training_batches`); off for a model whose fit magnifies their
+    ~3e-7 difference (a tree ensemble's splits), so that a faster fit never changes its decisions."""
     path = settings().data_dir / "offline" / f"{name}-{key}.pkl"
     if path.exists():
         try:
             return pickle.loads(path.read_bytes())
         except Exception as exc:  # a cache from another environment: retrain
             log.info("retraining the offline %s model (%s)", name, exc)
-    with training_batches():  # training texts embedded in batches: a cold fit takes a fraction of the time
+    if batched:  # training texts embedded in batches: a cold fit takes a fraction of the time
+        with training_batches():
+            fitted = fit()
+    else:
         fitted = fit()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
