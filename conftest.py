@@ -24,7 +24,7 @@ def pytest_configure(config):
 
 def pytest_sessionstart(session):
     """Fit the offline stand-in's disk-cached models before any test runs. On a fresh checkout the
-    first fit embeds every training text (about a minute on two idle cores, more under load), which must
+    first fit embeds every training text (about 90 s on two idle cores, more under load), which must
     count against no single test's time limit; afterwards every process loads them in a second."""
     from memorykit.offline import decide_model, summarize, working_change, working_models
 
