@@ -167,24 +167,26 @@ class FeedbackModel:
         self.threshold, self.dev_f1 = self._calibrate([w for w in windows if w.dev])
         self.turns, self.attach = self._fit_turns(x, given, signs), self._fit_attach(windows)
 
-    def features(self, vocab, texts: Sequence[str], previous: Sequence[str]):
-        """A turn's embedding, its n-grams under ``vocab`` and how closely it repeats the previous question."""
+    def features(self, vocabs, texts: Sequence[str], previous: Sequence[str]) -> list:
+        """For each n-gram vocabulary in ``vocabs``: a turn's embedding, its n-grams under it and how closely
+        it repeats the previous question (the embedding and the repeat computed once for all)."""
         from scipy.sparse import csr_matrix, hstack
 
         lower = [t.lower() for t in texts]
-        rep = np.asarray([repeat_features(t, p, self.vectors) for t, p in zip(texts, previous)], dtype=np.float32)
-        return hstack([csr_matrix(self.vectors(list(texts))), vocab[0].transform(lower),
-                       vocab[1].transform(lower), csr_matrix(rep)]).tocsr()
+        rep = csr_matrix(np.asarray([repeat_features(t, p, self.vectors) for t, p in zip(texts, previous)],
+                                    dtype=np.float32))
+        emb = csr_matrix(self.vectors(list(texts)))
+        return [hstack([emb, chars.transform(lower), words.transform(lower), rep]).tocsr() for chars, words in vocabs]
 
     def turn_features(self, texts: Sequence[str], previous: Sequence[str]):
-        return self.features(self.vocab, texts, previous)
+        return self.features([self.vocab], texts, previous)[0]
 
     def _fit_turns(self, x, given, signs: Sequence[tuple]):
         """Feedback or none (on ``x``), and positive or negative with its vocabulary (on ``signs``)."""
         from sklearn.linear_model import LogisticRegression
 
         vocab = vocabulary([r[0] for r in signs]) if self.own_vocab else self.vocab
-        px = self.features(vocab, [r[0] for r in signs], [r[1] for r in signs])
+        px = self.features([vocab], [r[0] for r in signs], [r[1] for r in signs])[0]
         return (LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x, given),
                 (vocab, LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(
                     px, [r[2] for r in signs], sample_weight=[r[3] for r in signs])))
@@ -207,8 +209,8 @@ class FeedbackModel:
             return np.zeros((0, len(LABELS)))
         previous = [p[0] for p in pairs[:-1]]
         (detect, (vocab, sign)) = self.turns
-        given = detect.predict_proba(self.turn_features(texts, previous))[:, 1]
-        negative = sign.predict_proba(self.features(vocab, texts, previous))[:, 1]
+        x, px = self.features([self.vocab, vocab], texts, previous)
+        given, negative = detect.predict_proba(x)[:, 1], sign.predict_proba(px)[:, 1]
         return np.stack([1.0 - given, given * (1.0 - negative), given * negative], axis=1)
 
     def target(self, pairs: Sequence[tuple[str, str]], j: int) -> int:

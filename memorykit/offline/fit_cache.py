@@ -6,6 +6,7 @@ environment) retrains too. One pickle per model name is kept.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import pickle
@@ -41,10 +42,7 @@ def cached(name: str, key: str, fit: Callable[[], T], batched: bool = True) -> T
             return pickle.loads(path.read_bytes())
         except Exception as exc:  # a cache from another environment: retrain
             log.info("retraining the offline %s model (%s)", name, exc)
-    if batched:  # training texts embedded in batches: a cold fit takes a fraction of the time
-        with training_batches():
-            fitted = fit()
-    else:
+    with training_batches() if batched else contextlib.nullcontext():  # batched: a cold fit in a fraction of the time
         fitted = fit()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
