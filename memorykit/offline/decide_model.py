@@ -41,6 +41,7 @@ import numpy as np
 from ..config import data_path
 from ..course.dedup_eval import as_fact
 from .fit_cache import cached, fingerprint
+from .text import Encoder
 
 LABELS = ("duplicate", "update", "invalidate", "new")
 THREE = {"duplicate": "duplicate", "update": "update", "invalidate": "update", "new": "new"}
@@ -218,39 +219,6 @@ FEATURES = (["distance", "template distance", "words only old", "words only new"
             + [f"{g} {t}" for g in CUES for t in ("new", "old", "delta")]
             + ["subject differs", "new about someone else", "old about someone else"]
             + ["words shared", "old words kept", "new words known", "length ratio"])
-
-
-class Encoder:
-    """Sentence vectors for the features: the local model, cached in Redis when it is reachable
-    and in this process (up to ``MEMO_SIZE`` texts)."""
-
-    MEMO_SIZE = 20_000
-
-    def __init__(self, embedder=None):
-        self.embedder = embedder
-        self.memo: dict[bool, dict[str, np.ndarray]] = {}  # keyed by embeddings.training()
-
-    def _load(self):
-        from ..embeddings import get_embedder
-
-        try:
-            return get_embedder(kind="local")
-        except Exception:  # no Redis: embed without the cache
-            return get_embedder(cache=False, kind="local")
-
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        from ..embeddings import training
-
-        memo = self.memo.setdefault(training(), {})  # training vectors (batched) apart from run-time ones
-        missing = sorted({t for t in texts if t not in memo})
-        if len(memo) + len(missing) > self.MEMO_SIZE:
-            memo.clear()
-            missing = sorted(set(texts))
-        if missing:
-            self.embedder = self.embedder or self._load()
-            for text, vec in zip(missing, self.embedder.embed_many(missing, progress=False)):
-                memo[text] = np.asarray(vec, dtype=np.float32)
-        return np.stack([memo[t] for t in texts])
 
 
 def featurize(olds: Sequence[str], news: Sequence[str], encode: Encoder) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -193,3 +193,36 @@ def vectors(texts: Sequence[str]) -> np.ndarray:
             if len(_VECTORS) > _MAX_CACHED:
                 _VECTORS.popitem(last=False)
     return np.stack([_VECTORS[t] for t in texts])
+
+
+class Encoder:
+    """Sentence vectors for the offline models' features: the local model, cached in Redis when it is
+    reachable and in this process (up to ``size`` texts; training vectors, embedded in batches, apart)."""
+
+    def __init__(self, embedder=None, size: int = 20_000):
+        self.embedder, self.size = embedder, size
+        self.memo: dict[bool, dict[str, np.ndarray]] = {}  # keyed by embeddings.training()
+
+    def _load(self):
+        from ..embeddings import get_embedder
+
+        try:
+            return get_embedder(kind="local")
+        except Exception:  # no Redis: embed without the cache
+            return get_embedder(cache=False, kind="local")
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        from ..embeddings import training
+
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        memo = self.memo.setdefault(training(), {})
+        missing = sorted({t for t in texts if t not in memo})
+        if len(memo) + len(missing) > self.size:
+            memo.clear()
+            missing = sorted(set(texts))
+        if missing:
+            self.embedder = self.embedder or self._load()
+            for text, vec in zip(missing, self.embedder.embed_many(missing, progress=False)):
+                memo[text] = np.asarray(vec, dtype=np.float32)
+        return np.stack([memo[t] for t in texts])

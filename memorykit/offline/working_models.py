@@ -25,7 +25,7 @@ import numpy as np
 
 from ..config import data_path
 from .fit_cache import cached, fingerprint
-from .text import STOPWORDS, normalize, stem, words
+from .text import STOPWORDS, Encoder, normalize, stem, words
 from .working_geo import fold, gazetteer
 
 
@@ -243,32 +243,12 @@ def pair_features(kind: str, span: str, clause: str, old_kind: str, old_obj: str
 
 
 # ---------------------------------------------------------------------------- embeddings
-@functools.lru_cache(maxsize=1)
-def _embedder():
-    """The local model, its vectors cached in Redis when it is reachable (training re-embeds little)."""
-    from ..embeddings import get_embedder
-    try:
-        return get_embedder(kind="local")
-    except Exception:  # no Redis: embed without the cache
-        return get_embedder(cache=False, kind="local")
-
-
-_SEEN: dict[bool, dict[str, np.ndarray]] = {False: {}, True: {}}  # run-time / training vectors, kept apart
+_ENCODE = Encoder(size=50_000)
 
 
 def embed_many(texts: list[str]) -> np.ndarray:
-    """Sentence embeddings, each text embedded once per process (training vectors in their own memo)."""
-    from ..embeddings import training
-
-    seen = _SEEN[training()]
-    todo = sorted({t for t in texts if t not in seen})
-    if len(seen) + len(todo) > 50_000:
-        seen.clear()
-        todo = sorted(set(texts))
-    if todo:
-        for t, v in zip(todo, _embedder().embed_many(todo, progress=False)):
-            seen[t] = np.asarray(v, dtype=np.float32)
-    return np.stack([seen[t] for t in texts]) if texts else np.zeros((0, 384), dtype=np.float32)
+    """Sentence embeddings, each text embedded once per process (:class:`.text.Encoder`)."""
+    return _ENCODE(texts)
 
 
 def cosine(a: str, b: str) -> float:
