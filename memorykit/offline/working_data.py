@@ -75,7 +75,8 @@ def is_home(mention: str, home: str | None) -> bool:
 
 
 # ---------------------------------------------------------------------------- dialogs written apart from the method
-DIALOG_FILES = ("working_dialogs.jsonl", "working_dialogs_2.jsonl", "working_dialogs_3.jsonl")
+DIALOG_FILES = ("working_dialogs.jsonl", "working_dialogs_2.jsonl", "working_dialogs_3.jsonl")   # trained on
+DEV_DIALOG_FILES = DIALOG_FILES + ("working_dialogs_4.jsonl",)   # scored by benchmarks/working_dev.py (dev quarters)
 DIALOG_DEV_EVERY = 4   # every 4th dialog (by id hash) of working_dialogs.jsonl is the dialog-level dev split
 
 
@@ -84,11 +85,12 @@ def is_dev_dialog(dialog_id: str) -> bool:
     return int(hashlib.sha256(dialog_id.encode()).hexdigest(), 16) % DIALOG_DEV_EVERY == 0
 
 
-def dialogs(part: str = "all") -> list[dict]:
-    """``data/independent_train/working_dialogs*.jsonl``: dialogs written apart from the method, each turn
-    labelled, with the profile they should leave. ``part``: "all", "fit" or "dev" (about a quarter)."""
+def dialogs(part: str = "all", files: tuple[str, ...] | None = None) -> list[dict]:
+    """``data/independent_train/working_dialogs*.jsonl`` (``files``, default the trained-on ``DIALOG_FILES``):
+    dialogs written apart from the method, each turn labelled, with the profile they should leave.
+    ``part``: "all", "fit" or "dev" (about a quarter of each file)."""
     rows = []
-    for name in DIALOG_FILES:
+    for name in files or DIALOG_FILES:
         path = data_path("independent_train", name)
         if path.exists():
             rows += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
