@@ -4,9 +4,9 @@ Two dev splits, both held out of ``data/independent_train/`` by a stable hash of
 
 * messages (``working.jsonl``, every 5th): names, timezones (and zones set where none is meant), goal /
   preference facts found and invented; per drop, does the message remove the goal it gives up (only that one)?
-* dialogs (``working_dialogs.jsonl``, ``_2`` and ``_3``, every 4th by id hash: 85, 56 of them from sets 1-2):
+* dialogs (``working_dialogs.jsonl``, ``_2``, ``_3`` and ``_4``, every 4th of each by id hash: 26, 30, 29, 30):
   played through ``observe`` and scored exactly like the evaluation dialogs (fact recall, superseded values
-  left, absent values present); ``--fast`` also scores sets 1-2 and set 3 apart.
+  left, absent values present); ``--fast`` also scores each set apart.
 
 Plus the course's own dialog splits. Never reads ``data/independent/`` (the evaluation set): develop here.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 
-from memorykit.offline import working_data as wd, working_models as wm, working_read as wr
+from memorykit.offline import working_change as wc, working_data as wd, working_models as wm, working_read as wr
 from memorykit.offline.text import STOPWORDS, stem, words
 from memorykit.offline.working_geo import fold
 
@@ -77,16 +77,19 @@ def _keys() -> tuple[str, str]:
     dialog_files = [data_path("independent_train", name) for name in wd.DIALOG_FILES]
     files = [data_path(*name.split("/")) for name in wm.TRAIN_FILES if "working_dialogs" not in name]
     files += dialog_files + [here / m for m in ("working_models.py", "working_data.py")]
-    return fingerprint(wm.VERSION, files), fingerprint(f"{wc.VERSION} {wc.CHANGE_C}", [Path(wc.__file__)] + files)
+    change = [data_path("independent_train", name) for name in wd.CHANGE_DIALOG_FILES] + [Path(wc.__file__)]
+    return fingerprint(wm.VERSION, files), fingerprint(f"{wc.VERSION} {wc.CHANGE_C}", change + files)
 
 
-def use_models(part: str) -> None:
-    """Fit (or load the cached) models on ``part`` of the training data and make the readers use them."""
+def use_models(part: str, change_files: tuple[str, ...] | None = None) -> None:
+    """Fit (or load the cached) models on ``part`` of the training data and make the readers use them
+    (``change_files``: the dialog sets the change model learns from, if not those of the reading models)."""
     import pickle
 
     from memorykit.config import settings
     from memorykit.offline import working_change as wc
 
+    wd.CHANGE_DIALOG_FILES = change_files or wd.DIALOG_FILES
     key, change_key = _keys()
     path = settings().data_dir / "offline" / f"dev-working-{part}-{key}.pkl"
     if path.exists():
@@ -103,7 +106,7 @@ def use_models(part: str) -> None:
     else:
         change = wc.fit_change(part)
         path.write_bytes(pickle.dumps(change))
-    wr.change_model = lambda: change
+    wr.change_model = wc.change_model = lambda: change
 
 
 def per_message(rows: list[dict]) -> dict[str, str]:
@@ -278,7 +281,7 @@ def change_auc(c: float) -> str:
     return f"change model AUC {roc_auc_score(labels, scores):.3f} ({len(texts)} turns, {labels.sum()} changes, C={c})"
 
 
-DEFAULTS = {k: v for k, v in vars(wr).items() if k.isupper() and isinstance(v, (int, float))}
+DEFAULTS = {(m, k): v for m in (wr, wc) for k, v in vars(m).items() if k.isupper() and isinstance(v, (int, float))}
 
 
 def wr_lists(lists):
@@ -287,17 +290,21 @@ def wr_lists(lists):
 
 
 def variant(spec: str) -> str:
-    """Set up one variant, "label:train=123,NAME=VALUE,...": the dialog sets the models are fitted on (default
-    1-3, what main ships) and working_read constants (others back to their defaults); fits or loads the models."""
+    """Set up one variant, "label:train=123,ctrain=1234,NAME=VALUE,...": the dialog sets the models are fitted on
+    (default 1-3, what main ships; ``ctrain``: the change model's, default ``train``) and working_read /
+    working_change constants (others back to their defaults)."""
     label, _, rest = spec.partition(":")
     settings = dict(item.split("=") for item in rest.split(",") if item)
-    for key, value in DEFAULTS.items():
-        setattr(wr, key, value)
+    for (module, key), value in DEFAULTS.items():
+        setattr(module, key, value)
     for key, value in settings.items():
-        if key != "train":
-            setattr(wr, key, type(getattr(wr, key))(float(value)))
-    wd.DIALOG_FILES = tuple(wd.DEV_DIALOG_FILES[int(n) - 1] for n in settings.get("train", "123"))
-    use_models("fit")
+        module = wr if hasattr(wr, key) else wc
+        if key not in ("train", "ctrain"):
+            setattr(module, key, type(getattr(module, key))(float(value)))
+    sets = {k: tuple(wd.DEV_DIALOG_FILES[int(n) - 1] for n in settings.get(k, settings.get("train", "123")))
+            for k in ("train", "ctrain")}
+    wd.DIALOG_FILES = sets["train"]
+    use_models("fit", sets["ctrain"])
     return f"{label}: trained on dialog sets {settings.get('train', '123')}, {rest or 'as main'}"
 
 
@@ -345,7 +352,7 @@ def main() -> None:
     args = parser.parse_args()
     for item in args.set:
         key, value = item.split("=")
-        setattr(wr, key, float(value))
+        setattr(wr if hasattr(wr, key) else wc, key, float(value))
     if not args.slow:
         fast_embeddings()
     if args.auc:

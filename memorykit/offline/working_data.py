@@ -75,8 +75,10 @@ def is_home(mention: str, home: str | None) -> bool:
 
 
 # ---------------------------------------------------------------------------- dialogs written apart from the method
-DIALOG_FILES = ("working_dialogs.jsonl", "working_dialogs_2.jsonl", "working_dialogs_3.jsonl")   # trained on
-DEV_DIALOG_FILES = DIALOG_FILES + ("working_dialogs_4.jsonl",)   # scored by benchmarks/working_dev.py (dev quarters)
+DEV_DIALOG_FILES = ("working_dialogs.jsonl", "working_dialogs_2.jsonl", "working_dialogs_3.jsonl",
+                    "working_dialogs_4.jsonl")   # every set; benchmarks/working_dev.py scores their dev quarters
+DIALOG_FILES = DEV_DIALOG_FILES[:3]   # the reading and revision models learn from these ...
+CHANGE_DIALOG_FILES = DIALOG_FILES     # ... and the turn-level change model from these
 DIALOG_DEV_EVERY = 4   # every 4th dialog (by id hash) of working_dialogs.jsonl is the dialog-level dev split
 
 
@@ -96,7 +98,16 @@ def dialogs(part: str = "all", files: tuple[str, ...] | None = None) -> list[dic
             rows += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     keep = {"all": lambda d: True, "fit": lambda d: not is_dev_dialog(d["id"]),
             "dev": lambda d: is_dev_dialog(d["id"])}[part]
-    return [d for d in rows if keep(d)]
+    return [_kinds(d) for d in rows if keep(d)]
+
+
+def _kinds(dialog: dict) -> dict:
+    """The dialog with set 4's general "preference" (a diet, a language to answer in) read as kind "style":
+    a preference kept in the user's words, as answer-style ones are."""
+    for turn in dialog["turns"]:
+        for x in (turn.get("facts") or []) + (turn.get("replaces") or []):
+            x["kind"] = "style" if x["kind"] == "preference" else x["kind"]
+    return dialog
 
 
 def as_eval_dialog(dialog: dict) -> dict:
