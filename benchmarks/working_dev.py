@@ -106,7 +106,7 @@ def use_models(part: str, change_files: tuple[str, ...] | None = None) -> None:
     else:
         change = wc.fit_change(part)
         path.write_bytes(pickle.dumps(change))
-    wr.change_model = wc.change_model = lambda: change
+    wr.change_model = lambda: change
 
 
 def per_message(rows: list[dict]) -> dict[str, str]:

@@ -8,14 +8,13 @@ sections are matched to facts by the embedding similarity of their labels ("Goal
 """
 from __future__ import annotations
 
-import itertools
 import re
 from functools import lru_cache
 from typing import Any
 
 from ..memory.working_tools import WorkingInput, WorkingUpdate
 from .working_models import cosine
-from . import working_change, working_read
+from . import working_read
 from .working_read import Fact, Reading, read, replaces, without_old
 
 FIELD_KINDS = {"name": "name", "timezone": "timezone", "goal": "goals", "like": "likes",
@@ -82,26 +81,6 @@ class Lists:
             self.log.append(f"{fact.kind}: {item}")
 
 
-    def apply_all(self, facts: list[Fact]) -> None:
-        """Every fact, message by message: first the ones naming a value the message gives up (they remove
-        it and are not stored: :func:`.working_change.old_values`), then the others."""
-        for _, group in itertools.groupby(facts, key=lambda f: f.message):
-            group = list(group)
-            old = working_change.old_values(group, self.lists)
-            for fact in [f for f, o in zip(group, old) if o]:
-                self.retire(fact)
-            for fact in [f for f, o in zip(group, old) if not o]:
-                self.apply(fact)
-
-    def retire(self, fact: Fact) -> None:
-        """A fact naming the old value of its message: remove the stored item it names (one per message)."""
-        hit = working_change.named_item(fact, self.lists) if fact.message not in self.changed else None
-        if hit:
-            section, item = hit
-            self.changed.add(fact.message)
-            self.lists[section] = [i for i in self.lists[section] if i != item]
-            self.log.append("removed " + item)
-
     def release(self, fact: Fact) -> None:
         """A turn that gives something up and names nothing new: remove the item it is surely about."""
         hit = working_read.released(fact, self.lists) if fact.message not in self.changed else None
@@ -154,7 +133,8 @@ def apply_template(markdown: str, readings: list[Reading]) -> tuple[str, list[st
     bodies = {k: [re.sub(r"^\s*[-*]\s*", "", b).strip() for b in lines[i + 1:e]
                   if b.strip() and not _EMPTY_BULLET.match(b) and not _KV.match(b)] for k, (i, e) in sections.items()}
     edits = Lists(bodies)
-    edits.apply_all(facts)
+    for fact in facts:
+        edits.apply(fact)
     for kind, (i, end) in sorted(sections.items(), key=lambda s: -s[1][0]):
         if edits.lists[kind] != bodies[kind]:
             keep = [b for b in lines[i + 1:end] if _KV.match(b)]
@@ -214,7 +194,8 @@ def apply_schema(schema: dict, current: dict, readings: list[Reading]) -> tuple[
         before[kind] = [str(x) for x in old] if isinstance(old, list) else [
             x.strip() for x in str(old or "").split(";") if x.strip()]
     edits = Lists(before)
-    edits.apply_all(facts)
+    for fact in facts:
+        edits.apply(fact)
     for kind, (path, is_array) in lists.items():
         if edits.lists[kind] != before[kind]:
             _put(update, path, edits.lists[kind] if is_array else "; ".join(edits.lists[kind]))
@@ -243,7 +224,8 @@ def apply_text(text: str, readings: list[Reading]) -> tuple[str, list[str]]:
         return [line.split(":", 1)[1].strip() for line in lines if line.lower().startswith(label.lower() + ":")]
 
     edits = Lists({"goal": items("Goal"), "style": items("Preference")})
-    edits.apply_all(facts)
+    for fact in facts:
+        edits.apply(fact)
     lines = [line for line in lines if not line.lower().startswith(("goal:", "preference:"))]
     lines += [f"Goal: {g}" for g in edits.lists["goal"]] + [f"Preference: {p}" for p in edits.lists["style"]]
     return "\n".join(lines) + "\n", log + edits.log
