@@ -356,8 +356,9 @@ def main() -> None:
     if not args.slow:
         fast_embeddings()
     if args.auc:
-        from memorykit.offline.working_change import CHANGE_C
-        print("  ", change_auc(CHANGE_C))
+        for sets in (wd.DEV_DIALOG_FILES[:3], wd.DEV_DIALOG_FILES):
+            wd.CHANGE_DIALOG_FILES = sets
+            print(f"   sets 1-{len(sets)}:", change_auc(wc.CHANGE_C), flush=True)
         return
     if args.models:
         import pickle
@@ -385,7 +386,7 @@ def main() -> None:
     r, llm = mk.connect(), mk.get_llm("offline")
     print(f"   {'dev messages as dialogs':25} "
           f"{score_profiles(r, llm, dev_dialogs(wd.independent_rows('dev')), namespace='benchwdev', mode=args.mode)}")
-    dev = [wd.as_eval_dialog(d) for d in wd.dialogs("dev")]
+    dev = [wd.as_eval_dialog(d) for d in wd.dialogs("dev", wd.DEV_DIALOG_FILES)]
     score = score_profiles(r, llm, dev, namespace="benchwdev", mode=args.mode)
     print(f"   {f'dev dialogs ({len(dev)})':25} {score}")
     if args.misses:
