@@ -14,7 +14,8 @@ Plus the course's own dialog splits. Never reads ``data/independent/`` (the eval
     .venv/bin/python benchmarks/working_dev.py --fast --dialogs --no-messages [--set CHANGE_THRESHOLD=0.5]
     .venv/bin/python benchmarks/working_dev.py --fast --no-messages --why   # why superseded values stay
     .venv/bin/python benchmarks/working_dev.py --auc   # the change model's grouped 5-fold CV AUC
-    .venv/bin/python benchmarks/working_dev.py --fast --no-messages --dialogs --variants "main:" "set4:train=1234"
+    .venv/bin/python benchmarks/working_dev.py --fast --no-messages --dialogs --variants "main:" "set4:train=1234" \
+        "change4:ctrain=1234" "t6:CHANGE_THRESHOLD=0.6"   # same dev dialogs, one run; ctrain: the change model's sets
     # --all: models fitted on everything (what ships; the dev numbers are then not held out)
 """
 from __future__ import annotations
