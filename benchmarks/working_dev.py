@@ -4,21 +4,25 @@ Two dev splits, both held out of ``data/independent_train/`` by a stable hash of
 
 * messages (``working.jsonl``, every 5th): names, timezones (and zones set where none is meant), goal /
   preference facts found and invented; per drop, does the message remove the goal it gives up (only that one)?
-* dialogs (``working_dialogs.jsonl``, ``_2`` and ``_3``, every 4th by id hash: 85, 56 of them from sets 1-2):
+* dialogs (``working_dialogs.jsonl``, ``_2``, ``_3`` and ``_4``, every 4th of each by id hash: 26, 30, 29, 30):
   played through ``observe`` and scored exactly like the evaluation dialogs (fact recall, superseded values
-  left, absent values present); ``--fast`` also scores sets 1-2 and set 3 apart.
+  left, absent values present); ``--fast`` also scores each set apart.
 
 Plus the course's own dialog splits. Never reads ``data/independent/`` (the evaluation set): develop here.
 
     .venv/bin/python benchmarks/working_dev.py [--all] [--dialogs] [--mode template]
     .venv/bin/python benchmarks/working_dev.py --fast --dialogs --no-messages [--set CHANGE_THRESHOLD=0.5]
+    .venv/bin/python benchmarks/working_dev.py --fast --no-messages --why   # why superseded values stay
+    .venv/bin/python benchmarks/working_dev.py --auc   # the change model's grouped 5-fold CV AUC
+    .venv/bin/python benchmarks/working_dev.py --fast --no-messages --dialogs --variants "main:" "set4:train=1234" \
+        "change4:ctrain=1234" "t6:CHANGE_THRESHOLD=0.6"   # same dev dialogs, one run; ctrain: the change model's sets
     # --all: models fitted on everything (what ships; the dev numbers are then not held out)
 """
 from __future__ import annotations
 
 import argparse
 
-from memorykit.offline import working_data as wd, working_models as wm, working_read as wr
+from memorykit.offline import working_change as wc, working_data as wd, working_models as wm, working_read as wr
 from memorykit.offline.text import STOPWORDS, stem, words
 from memorykit.offline.working_geo import fold
 
@@ -34,36 +38,31 @@ def covers(pred: str, gold: str) -> bool:
 
 
 class FastEmbedder:
-    """The same local model embedding a batch at a time (dev runs only: on this machine the vectors equal
-    those embedded one at a time, and a batch is ~10x faster); new vectors go to the Redis cache, so the
-    shipped models' training (one text at a time, through the cache) finds them there."""
+    """The same local model, a batch at a time (dev runs only, ~10x faster): a text already in the run-time
+    cache gets that vector; a new one is encoded in a batch and cached under the model's ``#batched`` name
+    (as training texts are: it may differ by ~3e-7), never in the run-time cache the shipped models read."""
 
     def __init__(self):
         from memorykit.embeddings import get_embedder
         self.cached = get_embedder(kind="local")
 
     def embed_many(self, texts, progress=False):
-        from memorykit.embeddings import _base_vectorizer
-        vec = self.cached.vectorizer
         texts = [self.cached._check(t) for t in texts]
-        hits = {}
+        vec, hits = self.cached.vectorizer, {}
         for i in range(0, len(texts), 256):
             batch = texts[i:i + 256]
             for t, hit in zip(batch, vec.cache.mget(batch, model_name=vec.model)):
                 if hit:
                     hits[t] = hit["embedding"]
         todo = [t for t in dict.fromkeys(texts) if t not in hits]
-        if todo:
-            vectors = _base_vectorizer("local").embed_many(todo, batch_size=64)
-            vec.cache.mset([{"content": t, "model_name": vec.model, "embedding": v} for t, v in zip(todo, vectors)])
-            hits.update(zip(todo, vectors))
+        hits.update(zip(todo, self.cached._embed_training(todo) if todo else []))
         return [hits[t] for t in texts]
 
 
 def fast_embeddings() -> None:
-    wm._embedder.cache_clear()
-    fast = FastEmbedder()
-    wm._embedder = lambda: fast
+    """Make the working models' encoder (:class:`.text.Encoder`) embed through :class:`FastEmbedder`."""
+    wm._ENCODE.embedder = FastEmbedder()
+    wm._ENCODE.memo.clear()
 
 
 def _keys() -> tuple[str, str]:
@@ -76,19 +75,22 @@ def _keys() -> tuple[str, str]:
     from memorykit.offline.fit_cache import fingerprint
 
     here = Path(wm.__file__).parent
-    files = [data_path(*name.split("/")) for name in wm.TRAIN_FILES]
-    files += [here / m for m in ("working_models.py", "working_data.py")]
-    change_files = [data_path("independent_train", name) for name in wd.DIALOG_FILES] + [Path(wc.__file__)]
-    return fingerprint(wm.VERSION, files), fingerprint(f"{wc.VERSION} {wc.CHANGE_C}", change_files + files)
+    dialog_files = [data_path("independent_train", name) for name in wd.DIALOG_FILES]
+    files = [data_path(*name.split("/")) for name in wm.TRAIN_FILES if "working_dialogs" not in name]
+    files += dialog_files + [here / m for m in ("working_models.py", "working_data.py")]
+    change = [data_path("independent_train", name) for name in wd.CHANGE_DIALOG_FILES] + [Path(wc.__file__)]
+    return fingerprint(wm.VERSION, files), fingerprint(f"{wc.VERSION} {wc.CHANGE_C}", change + files)
 
 
-def use_models(part: str) -> None:
-    """Fit (or load the cached) models on ``part`` of the training data and make the readers use them."""
+def use_models(part: str, change_files: tuple[str, ...] | None = None) -> None:
+    """Fit (or load the cached) models on ``part`` of the training data and make the readers use them
+    (``change_files``: the dialog sets the change model learns from, if not those of the reading models)."""
     import pickle
 
     from memorykit.config import settings
     from memorykit.offline import working_change as wc
 
+    wd.CHANGE_DIALOG_FILES = change_files or wd.DIALOG_FILES
     key, change_key = _keys()
     path = settings().data_dir / "offline" / f"dev-working-{part}-{key}.pkl"
     if path.exists():
@@ -219,9 +221,118 @@ def fast_score(dialogs: list[dict]):
     return score
 
 
+def why_stale(dialogs: list[dict]) -> "collections.Counter":
+    """Why each superseded value of the dev dialogs stays (fast mode): the turn that should replace it is found
+    by its labels, replayed, and the outcome counted by class and field (goal, preference, name / timezone)."""
+    import collections
+
+    from memorykit.course.working_eval import _norm, expected_facts
+    from memorykit.memory.working import PROFILE_TEMPLATE
+    from memorykit.memory.working_tools import WorkingInput
+    from memorykit.offline import working
+
+    out = collections.Counter()
+    for d in dialogs:
+        exp, profiles = d["expected"], [PROFILE_TEMPLATE]
+        for turn in d["turns"]:
+            res = working.run(WorkingInput(format="template", description="", template=PROFILE_TEMPLATE,
+                                           current=profiles[-1], messages=[turn["text"]], limit=""))
+            profiles.append(res.content if res.changed else profiles[-1])
+        for old in expected_facts(wd.as_eval_dialog(d))[1]:
+            field = ("goal" if old in (exp.get("not_goals") or []) else
+                     "preference" if old in (exp.get("not_preferences") or []) else "name / timezone")
+            if _norm(old) not in _norm(profiles[-1]):
+                out["replaced", field] += 1
+                continue
+            k = next((i for i, t in enumerate(d["turns"]) for r in t.get("replaces") or []
+                      if _norm(old) in _norm(r["old"]) or covers(r["old"], old)), None)
+            if k is None:
+                cls = "no labelled change (another person's value, or read where none was)"
+            else:
+                text = d["turns"][k]["text"]
+                before, after = profiles[k].splitlines(), profiles[k + 1].splitlines()
+                facts = [f for f in wr.read(text).facts if f.kind != "release"]
+                if _norm(old) not in _norm("\n".join(before)):
+                    cls = "stored only after its change turn"
+                elif _norm(old) not in _norm("\n".join(after)):
+                    cls = "removed, stored again later"
+                elif any(line not in after for line in before if line.startswith("- ")):
+                    cls = "change turn replaced another item (or stored the old value again)"
+                elif wr.change_model().prob(text) <= wr.CHANGE_THRESHOLD:
+                    cls = "change turn not read as one"
+                else:
+                    cls = "read as a change, " + ("nothing replaced" if facts else "no new value read")
+            out[cls, field] += 1
+    return out
+
+
+def change_auc(c: float) -> str:
+    """Grouped (by dialog) 5-fold cross-validated AUC of the turn-level change model on all training dialogs."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import GroupKFold
+
+    from memorykit.offline import working_change as wc
+
+    texts, labels, groups = (np.array(x, dtype=object) for x in wc.turn_rows("all"))
+    labels, scores = labels.astype(int), np.zeros(len(texts))
+    for fit, held in GroupKFold(5).split(texts, labels, groups):
+        model = wc.ChangeModel(*wc.fit_rows(list(texts[fit]), list(labels[fit]), c))
+        scores[held] = model.clf.predict_proba(model.matrix(list(texts[held])))[:, 1]
+    return f"change model AUC {roc_auc_score(labels, scores):.3f} ({len(texts)} turns, {labels.sum()} changes, C={c})"
+
+
+DEFAULTS = {(m, k): v for m in (wr, wc) for k, v in vars(m).items() if k.isupper() and isinstance(v, (int, float))}
+
+
 def wr_lists(lists):
     from memorykit.offline.working import Lists
     return Lists(lists)
+
+
+def variant(spec: str) -> str:
+    """Set up one variant, "label:train=123,ctrain=1234,NAME=VALUE,...": the dialog sets the models are fitted on
+    (default 1-3, what main ships; ``ctrain``: the change model's, default ``train``) and working_read /
+    working_change constants (others back to their defaults)."""
+    label, _, rest = spec.partition(":")
+    settings = dict(item.split("=") for item in rest.split(",") if item)
+    for (module, key), value in DEFAULTS.items():
+        setattr(module, key, value)
+    for key, value in settings.items():
+        module = wr if hasattr(wr, key) else wc
+        if key not in ("train", "ctrain"):
+            setattr(module, key, type(getattr(module, key))(float(value)))
+    sets = {k: tuple(wd.DEV_DIALOG_FILES[int(n) - 1] for n in settings.get(k, settings.get("train", "123")))
+            for k in ("train", "ctrain")}
+    wd.DIALOG_FILES = sets["train"]
+    use_models("fit", sets["ctrain"])
+    return f"{label}: trained on dialog sets {settings.get('train', '123')}, {rest or 'as main'}"
+
+
+def fast_report(args) -> None:
+    """The dev dialogs of every set (and the course's splits, ``--dialogs``) played through ``working.run``."""
+    from memorykit.course.working_eval import load_dialogs
+
+    raw = wd.dialogs("dev", wd.DEV_DIALOG_FILES)
+    dev = [wd.as_eval_dialog(d) for d in raw]
+    score = fast_score(dev)
+    print(f"   {f'dev dialogs ({len(dev)})':25} {score}", flush=True)
+    for label, prefix in (("set 1", "wd"), ("set 2", "wm2_"), ("set 3", "wm3_"), ("set 4", "wm4_")):
+        part = [d for d in dev if d["id"].startswith(prefix)]
+        print(f"   {f'... {label} ({len(part)})':25} {fast_score(part)}", flush=True)
+    for (cls, field), n in sorted(why_stale(raw).items(), key=lambda x: -x[1]) if args.why else ():
+        print(f"   {n:4}  {field:16} {cls}")
+    if args.misses:
+        for dialog_id, fact in score.missed:
+            print("   missed", dialog_id, fact, "|", score.profiles[dialog_id].replace("\n", " / "))
+        for dialog_id, fact in score.stale:
+            print("   stale", dialog_id, fact, "|", score.profiles[dialog_id].replace("\n", " / "))
+    for name in ("dialogs_dev.jsonl", "profile_heldout.jsonl", "dialogs.jsonl") if args.dialogs else ():
+        course = fast_score(load_dialogs(name))
+        print(f"   {name:25} {course}", flush=True)
+        for kind, misses in (("missed", course.missed), ("stale", course.stale)) if args.misses else ():
+            for dialog_id, fact in misses:
+                print("  ", kind, dialog_id, fact, "|", course.profiles[dialog_id].replace("\n", " / "))
 
 
 def main() -> None:
@@ -234,21 +345,30 @@ def main() -> None:
     parser.add_argument("--no-messages", action="store_true", help="skip the per-message dev split")
     parser.add_argument("--slow", action="store_true", help="embed through the cached embedder, one text at a time")
     parser.add_argument("--fast", action="store_true", help="template mode without Redis (quick dev loop)")
+    parser.add_argument("--why", action="store_true", help="with --fast: why superseded values stay, by class")
+    parser.add_argument("--auc", action="store_true", help="the change model's cross-validated AUC, then stop")
     parser.add_argument("--set", nargs="*", default=[], help="override a working_read constant: NAME=VALUE")
+    parser.add_argument("--variants", nargs="*", default=[],
+                        help='with --fast: score each "label:train=1234,NAME=VALUE" in one run, e.g. "main:" first')
     args = parser.parse_args()
     for item in args.set:
         key, value = item.split("=")
-        setattr(wr, key, float(value))
+        setattr(wr if hasattr(wr, key) else wc, key, float(value))
     if not args.slow:
         fast_embeddings()
+    if args.auc:
+        for sets in (wd.DEV_DIALOG_FILES[:3], wd.DEV_DIALOG_FILES):
+            wd.CHANGE_DIALOG_FILES = sets
+            print(f"   sets 1-{len(sets)}:", change_auc(wc.CHANGE_C), flush=True)
+        return
     if args.models:
         import pickle
         from pathlib import Path
         fitted = pickle.loads(Path(args.models).read_bytes())
         wm.models = wr.models = lambda: fitted
-    else:
+    elif not args.variants:
         use_models("all" if args.all else "fit")
-    if not args.no_messages:
+    if not args.no_messages and not args.variants:
         scores, misses = per_message(wd.independent_rows("dev"))
         for k, v in scores.items():
             print(f"   {k:32} {v}", flush=True)
@@ -257,31 +377,17 @@ def main() -> None:
                 print(" ", m)
     from memorykit.course.working_eval import load_dialogs, score_profiles
     if args.fast:
-        dev = [wd.as_eval_dialog(d) for d in wd.dialogs("dev")]
-        score = fast_score(dev)
-        print(f"   {f'dev dialogs ({len(dev)})':25} {score}", flush=True)
-        third = [d for d in dev if d["id"].startswith("wm3_")]   # working_dialogs_3.jsonl's share of the dev split
-        earlier = [d for d in dev if not d["id"].startswith("wm3_")]
-        for label, part in ((f"... sets 1-2 ({len(earlier)})", earlier), (f"... set 3 ({len(third)})", third)):
-            print(f"   {label:25} {fast_score(part)}", flush=True)
-        if args.misses:
-            for dialog_id, fact in score.missed:
-                print("   missed", dialog_id, fact, "|", score.profiles[dialog_id].replace("\n", " / "))
-            for dialog_id, fact in score.stale:
-                print("   stale", dialog_id, fact, "|", score.profiles[dialog_id].replace("\n", " / "))
-        if args.dialogs:
-            for name in ("dialogs_dev.jsonl", "profile_heldout.jsonl", "dialogs.jsonl"):
-                course = fast_score(load_dialogs(name))
-                print(f"   {name:25} {course}", flush=True)
-                for kind, misses in (("missed", course.missed), ("stale", course.stale)) if args.misses else ():
-                    for dialog_id, fact in misses:
-                        print("  ", kind, dialog_id, fact, "|", course.profiles[dialog_id].replace("\n", " / "))
+        for spec in args.variants or [""]:
+            if args.variants:
+                label = variant(spec)
+                print(f"== {label}", flush=True)
+            fast_report(args)
         return
     import memorykit as mk
     r, llm = mk.connect(), mk.get_llm("offline")
     print(f"   {'dev messages as dialogs':25} "
           f"{score_profiles(r, llm, dev_dialogs(wd.independent_rows('dev')), namespace='benchwdev', mode=args.mode)}")
-    dev = [wd.as_eval_dialog(d) for d in wd.dialogs("dev")]
+    dev = [wd.as_eval_dialog(d) for d in wd.dialogs("dev", wd.DEV_DIALOG_FILES)]
     score = score_profiles(r, llm, dev, namespace="benchwdev", mode=args.mode)
     print(f"   {f'dev dialogs ({len(dev)})':25} {score}")
     if args.misses:

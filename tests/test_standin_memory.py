@@ -83,6 +83,24 @@ def test_the_working_models_never_learn_from_an_evaluation_dialog():
         assert not trained & turns, name
 
 
+def test_no_training_dialog_of_any_set_repeats_an_evaluation_turn():
+    """Every dialog set the dev harness scores (trained on or not) is kept apart from the evaluation and
+    held-out dialogs; set 4's general "preference" facts are read as preferences kept in the user's words."""
+    from memorykit.offline import working_data as wd
+    from memorykit.offline.text import normalize
+
+    every = wd.dialogs("all", wd.DEV_DIALOG_FILES)
+    assert len(every) > len(wd.dialogs("all", wd.DEV_DIALOG_FILES[:3])) >= 340
+    texts = {normalize(t["text"]) for d in every for t in d["turns"]}
+    for name in ("profile_heldout.jsonl", working_eval.INDEPENDENT):
+        turns = {normalize(t) for d in working_eval.load_dialogs(name) for t in d["turns"]}
+        assert len(texts & turns) == 0, name
+    kinds = {x["kind"] for d in every for t in d["turns"] for x in (t.get("facts") or []) + (t.get("replaces") or [])}
+    assert "preference" not in kinds and {"goal", "style", "like", "dislike"} <= kinds
+    dev4 = [d for d in wd.dialogs("dev", wd.DEV_DIALOG_FILES) if d["id"].startswith("wm4_")]
+    assert 20 <= len(dev4) <= 40
+
+
 def test_the_training_dialogs_split_by_dialog_and_give_replacement_pairs():
     """A dialog is wholly in the dev split or wholly trained on; each replacement pair names items stored before."""
     from memorykit.offline import working_data as wd
