@@ -82,17 +82,31 @@ class SharedEmbeddings(fm.Embeddings):
 
 
 SHIPPED = {"own_vocab": True, "sentence_weight": fm.SENTENCE_WEIGHT}
-VARIANTS = {     # name: files positive-or-negative / the attachment model train on (None: as turns), other options
-    "before": (None, None, {}),                             # shipped until 2026-11-26: everything on feedback.jsonl
-    "B": ("all", None, {}),                                 # positive-or-negative on every --files file
-    "B+attach": ("all", "all", {}),
-    "B-vocab": ("all", None, {"own_vocab": True}),
-    "B-w3": ("all", None, {"sentence_weight": 3.0}),
-    "B-w5": ("all", None, {"sentence_weight": 5.0}),
-    "shipped": ("all", None, SHIPPED),                      # B with its own n-grams and the sentences weighted 3
-    "shipped+attach": ("all", "all", SHIPPED),
-    "shipped-5": (ALL_FILES[:5], None, SHIPPED),            # positive-or-negative on the first five files only
+FIVE = ALL_FILES[:5]
+VARIANTS = {     # name: files positive-or-negative / the attachment model train on (None: as turns), other options,
+    # and the files feedback-or-none trains on (None: --turn-files, else feedback.jsonl)
+    "before": (None, None, {}, None),                       # shipped until 2026-11-26: everything on feedback.jsonl
+    "B": ("all", None, {}, None),                           # positive-or-negative on every --files file
+    "B+attach": ("all", "all", {}, None),
+    "B-vocab": ("all", None, {"own_vocab": True}, None),
+    "B-w3": ("all", None, {"sentence_weight": 3.0}, None),
+    "B-w5": ("all", None, {"sentence_weight": 5.0}, None),
+    "shipped": ("all", None, SHIPPED, None),                # B with its own n-grams and the sentences weighted 3
+    "shipped+attach": ("all", "all", SHIPPED, None),
+    "shipped-5": (FIVE, None, SHIPPED, None),               # positive-or-negative on the first five files only
+    "turns-5": (FIVE, None, SHIPPED, FIVE),                 # feedback-or-none (and attachment) on the five too
+    "split-5": (FIVE, None, {**SHIPPED, "split": True}, FIVE),       # ... with the turn's parts as features
+    "split-1": (FIVE, None, {**SHIPPED, "split": True}, None),       # the parts, feedback-or-none as shipped
+    "split-5-att1": (FIVE, ("feedback.jsonl",), {**SHIPPED, "split": True}, FIVE),   # attachment as shipped
+    "split-6": (FIVE, None, {**SHIPPED, "split": True}, ALL_FILES[:6]),   # feedback-or-none on six files
 }
+
+
+def variant_files(args, v: str) -> tuple:
+    """(feedback-or-none, positive-or-negative, attachment) files of variant ``v`` (None: as feedback-or-none)."""
+    pol, att, _, turns = VARIANTS[v]
+    pol, att = (args.polarity_files or args.files if x == "all" else x for x in (pol, att))
+    return (turns or args.turn_files or ["feedback.jsonl"], pol, att)
 
 
 def compare(args, embedder, sentences, by_file, rows) -> None:
@@ -104,28 +118,31 @@ def compare(args, embedder, sentences, by_file, rows) -> None:
             return zlib.crc32(("fold" + r["id"]).encode()) % args.folds == fold
 
         def train(files):
-            return None if files is None else [fm.window_of(r) for f in files for r in by_file[f] if not held(r)]
+            return None if files is None else [fm.window_of(r) for f in files if f in by_file
+                                               for r in by_file[f] if not held(r)]
         test = [r for r in rows if held(r)]
         for v in args.compare:
-            pol, att = (args.polarity_files or args.files if x == "all" else x for x in VARIANTS[v][:2])
-            pol, att = (x if x is None else [f for f in x if f in by_file] for x in (pol, att))
+            turns, pol, att = variant_files(args, v)
             t0 = time.time()
-            model = SplitModel(embedder, train(args.turn_files or ["feedback.jsonl"]), sentences, train(pol),
-                               train(att), **VARIANTS[v][2])
+            model = SplitModel(embedder, train(turns), sentences, train(pol), train(att), **VARIANTS[v][2])
             p, causes = score(test, model), Counter()
             components([fm.window_of(r) for r in test], model, causes)
             results[v].append(p)
             print(f"fold {fold} {v:9s}: {p}  threshold {model.threshold}  polarity wrong {causes['polarity wrong']}"
-                  f"/{causes['turn tp']}  ({time.time() - t0:.0f} s)", flush=True)
+                  f"/{causes['turn tp']}  turn fp {causes['turn fp']} fn {causes['turn fn']}"
+                  f"  ({time.time() - t0:.0f} s)", flush=True)
     course = read_jsonl(data_path("feedback", "windows.jsonl"))
     for v in args.compare:
-        pol, att = (args.polarity_files or args.files if x == "all" else x for x in VARIANTS[v][:2])
-        final = SplitModel(embedder, fm.labelled_windows(args.turn_files or fm.TRAINING_FILES), sentences,
+        if args.no_final:
+            break
+        turns, pol, att = variant_files(args, v)
+        turns = fm.TRAINING_FILES if turns == ["feedback.jsonl"] else turns
+        final = SplitModel(embedder, fm.labelled_windows(turns), sentences,
                            *(None if f is None else fm.labelled_windows(f) for f in (pol, att)), **VARIANTS[v][2])
         bad = [w["id"] for w in course if score([w], final).f1 < 1.0 and (w["expected"] or score([w], final).fp)]
         print(f"{v:9s} final (threshold {final.threshold}): old held-out {score(heldout('feedback'), final)}"
               f"  course windows {score(course, final)}  wrong: {bad}", flush=True)
-    for v, ps in results.items():
+    for v, ps in ((v, ps) for v, ps in results.items() if ps):
         pooled = PRF(sum(p.tp for p in ps), sum(p.fp for p in ps), sum(p.fn for p in ps))
         print(f"{v:9s}: folds F1 {[round(p.f1, 3) for p in ps]}  mean {sum(p.f1 for p in ps) / len(ps):.3f}"
               f"  pooled {pooled}", flush=True)
@@ -232,6 +249,7 @@ def main() -> None:
     ap.add_argument("--final-polarity-files", nargs="+", help="final model: files positive-or-negative trains on")
     ap.add_argument("--compare", nargs="+", choices=list(VARIANTS), help="CV these variants on the same folds")
     ap.add_argument("--final-attach-files", nargs="+", help="final model: files the attachment model trains on")
+    ap.add_argument("--no-final", action="store_true", help="--compare: skip the final models (old split, course)")
     args = ap.parse_args()
     embedder = get_router("feedback").embedder
     sentences = fm.course_sentences()

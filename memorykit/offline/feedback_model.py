@@ -37,7 +37,7 @@ import numpy as np
 
 from ..config import data_path
 from ..course.routing import get_router, readable
-from .text import content_words
+from .text import content_words, sentences
 
 LABELS = ("none", "positive", "negative")
 C = 4.0
@@ -102,6 +102,12 @@ def polarity_rows(windows: Sequence[Window], sentences: Sequence[tuple[str, str]
     return rows + [(text, "", label == "negative", weight, False) for text, label in sentences if label != "none"]
 
 
+def head_and_tail(text: str) -> tuple[str, str]:
+    """A turn of two or more sentences as (all but its last sentence, its last); one sentence: (text, "")."""
+    parts = sentences(text)
+    return (" ".join(parts[:-1]), parts[-1]) if len(parts) > 1 else (text, "")
+
+
 def numbers(text: str) -> set[str]:
     return {n.replace(",", ".") for n in _NUMBER.findall(text)}
 
@@ -153,8 +159,9 @@ class FeedbackModel:
     sentences weighted ``sentence_weight``; ``own_vocab`` gives it n-grams fitted on its own texts."""
 
     def __init__(self, embedder, windows: Sequence[Window], sentences: Sequence[tuple[str, str]],
-                 polarity: Sequence[Window] | None = None, sentence_weight: float = 1.0, own_vocab: bool = False):
-        self.vectors = Embeddings(embedder)
+                 polarity: Sequence[Window] | None = None, sentence_weight: float = 1.0, own_vocab: bool = False,
+                 split: bool = False):
+        self.vectors, self.split = Embeddings(embedder), split
         rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
         rows += [(text, "", label, False) for text, label in sentences]
         self.vocab, self.own_vocab = vocabulary([r[0] for r in rows]), own_vocab
@@ -178,8 +185,27 @@ class FeedbackModel:
         emb = csr_matrix(self.vectors(list(texts)))
         return [hstack([emb, chars.transform(lower), words.transform(lower), rep]).tocsr() for chars, words in vocabs]
 
+    def split_features(self, texts: Sequence[str]):
+        """A turn of several sentences seen in parts: its head (all but the last sentence: embedding, n-grams),
+        its last sentence (embedding) and the share of the turn that last sentence is; zeros for one sentence."""
+        from scipy.sparse import csr_matrix, hstack
+
+        parts = [head_and_tail(t) for t in texts]
+        heads = [h if tail else "" for h, tail in parts]
+        share = [[float(bool(tail)), len(tail) / max(len(t), 1)] for t, (_, tail) in zip(texts, parts)]
+        lower = [h.lower() for h in heads]
+        chars, words = self.vocab
+        return hstack([csr_matrix(self.vectors(heads)), csr_matrix(self.vectors([tail for _, tail in parts])),
+                       chars.transform(lower), words.transform(lower), csr_matrix(np.asarray(share, np.float32))])
+
+    def detection_features(self, x, texts: Sequence[str]):
+        """Feedback-or-none's features: the turn's (``x``), and its parts when ``split``."""
+        from scipy.sparse import hstack
+
+        return hstack([x, self.split_features(texts)]).tocsr() if self.split else x
+
     def turn_features(self, texts: Sequence[str], previous: Sequence[str]):
-        return self.features([self.vocab], texts, previous)[0]
+        return self.detection_features(self.features([self.vocab], texts, previous)[0], texts)
 
     def _fit_turns(self, x, given, signs: Sequence[tuple]):
         """Feedback or none (on ``x``), and positive or negative with its vocabulary (on ``signs``)."""
@@ -210,6 +236,7 @@ class FeedbackModel:
         previous = [p[0] for p in pairs[:-1]]
         (detect, (vocab, sign)) = self.turns
         x, px = self.features([self.vocab, vocab], texts, previous)
+        x = self.detection_features(x, texts)
         given, negative = detect.predict_proba(x)[:, 1], sign.predict_proba(px)[:, 1]
         return np.stack([1.0 - given, given * (1.0 - negative), given * negative], axis=1)
 
