@@ -53,7 +53,7 @@ from memorykit.offline import feedback_model as fm
 from memorykit.offline.feedback import analyze
 
 ALL_FILES = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl", "feedback_4.jsonl", "feedback_5.jsonl",
-             "feedback_6.jsonl")
+             "feedback_6.jsonl", "feedback_7.jsonl")
 
 
 class SplitModel(fm.FeedbackModel):
@@ -81,7 +81,8 @@ class SharedEmbeddings(fm.Embeddings):
         self._seen = SharedEmbeddings.seen
 
 
-SHIPPED = {"own_vocab": True, "sentence_weight": fm.SENTENCE_WEIGHT}
+SESSION7 = {"own_vocab": True, "sentence_weight": fm.SENTENCE_WEIGHT}
+SHIPPED = {**SESSION7, "split": True}
 FIVE = ALL_FILES[:5]
 VARIANTS = {     # name: files positive-or-negative / the attachment model train on (None: as turns), other options,
     # and the files feedback-or-none trains on (None: --turn-files, else feedback.jsonl)
@@ -91,14 +92,16 @@ VARIANTS = {     # name: files positive-or-negative / the attachment model train
     "B-vocab": ("all", None, {"own_vocab": True}, None),
     "B-w3": ("all", None, {"sentence_weight": 3.0}, None),
     "B-w5": ("all", None, {"sentence_weight": 5.0}, None),
-    "shipped": ("all", None, SHIPPED, None),                # B with its own n-grams and the sentences weighted 3
-    "shipped+attach": ("all", "all", SHIPPED, None),
-    "shipped-5": (FIVE, None, SHIPPED, None),               # positive-or-negative on the first five files only
-    "turns-5": (FIVE, None, SHIPPED, FIVE),                 # feedback-or-none (and attachment) on the five too
-    "split-5": (FIVE, None, {**SHIPPED, "split": True}, FIVE),       # ... with the turn's parts as features
-    "split-1": (FIVE, None, {**SHIPPED, "split": True}, None),       # the parts, feedback-or-none as shipped
-    "split-5-att1": (FIVE, ("feedback.jsonl",), {**SHIPPED, "split": True}, FIVE),   # attachment as shipped
-    "split-6": (FIVE, None, {**SHIPPED, "split": True}, ALL_FILES[:6]),   # feedback-or-none on six files
+    "session7": ("all", None, SESSION7, None),              # B with its own n-grams and the sentences weighted 3
+    "session7+attach": ("all", "all", SESSION7, None),
+    "shipped-5": (FIVE, None, SESSION7, None),              # session 7's shipped setup: polarity on the five files
+    "turns-5": (FIVE, None, SESSION7, FIVE),                # feedback-or-none (and attachment) on the five too
+    "split-5": (FIVE, None, SHIPPED, FIVE),                 # ... with the turn's parts as features: SHIPPED (session 8)
+    "split-1": (FIVE, None, SHIPPED, None),                 # the parts, feedback-or-none on feedback.jsonl
+    "split-5-att1": (FIVE, ("feedback.jsonl",), SHIPPED, FIVE),     # the attachment model on feedback.jsonl only
+    "split-6": (FIVE, None, SHIPPED, ALL_FILES[:6]),        # feedback-or-none on six files
+    "split+7": (FIVE, None, SHIPPED, FIVE + ("feedback_7.jsonl",)),                   # ... on the five and the 7th
+    "split+7p": (FIVE + ("feedback_7.jsonl",), None, SHIPPED, FIVE + ("feedback_7.jsonl",)),    # polarity too
 }
 
 
@@ -136,7 +139,6 @@ def compare(args, embedder, sentences, by_file, rows) -> None:
         if args.no_final:
             break
         turns, pol, att = variant_files(args, v)
-        turns = fm.TRAINING_FILES if turns == ["feedback.jsonl"] else turns
         final = SplitModel(embedder, fm.labelled_windows(turns), sentences,
                            *(None if f is None else fm.labelled_windows(f) for f in (pol, att)), **VARIANTS[v][2])
         bad = [w["id"] for w in course if score([w], final).f1 < 1.0 and (w["expected"] or score([w], final).fp)]
@@ -270,7 +272,7 @@ def main() -> None:
         def train(files):       # this fold's training windows of ``files`` (None: of every file)
             return None if files is None else [fm.window_of(r) for f in files for r in by_file[f] if not held(r)]
         model = SplitModel(embedder, train(args.turn_files or args.files), sentences,
-                           train(args.polarity_files), train(args.attach_files))
+                           train(args.polarity_files), train(args.attach_files), **SHIPPED)
         test = [r for r in rows if held(r)]
         p = score(test, model)
         components([fm.window_of(r) for r in test], model, causes)
@@ -280,7 +282,7 @@ def main() -> None:
     print("  causes:", dict(sorted(causes.items())))
     final = SplitModel(embedder, fm.labelled_windows(args.train_files or fm.TRAINING_FILES), sentences,
                        *(None if f is None else fm.labelled_windows(f) for f in (
-                                 args.final_polarity_files, args.final_attach_files)))
+                                 args.final_polarity_files, args.final_attach_files)), **SHIPPED)
     print(f"old held-out: {score(heldout('feedback'), final)}")
     course = read_jsonl(data_path("feedback", "windows.jsonl"))
     bad = [w["id"] for w in course if score([w], final).f1 < 1.0 and (w["expected"] or score([w], final).fp)]

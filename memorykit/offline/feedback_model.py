@@ -10,17 +10,18 @@ Two small learned models over sentence embeddings (all-MiniLM-L6-v2):
   best in the window), numbers the turn quotes from the answer, shared topic words, and how far
   back it is. The best-scoring exchange is the one the feedback is about.
 
-Trained on windows written apart from the method (``data/independent_train/feedback.jsonl``)
-and on the course's labelled sentences (``data/routes/feedback.jsonl``, turn model only). One
-window in five (by id) is a dev split that chooses the turn model's threshold (how sure it must
-be before it reports feedback: abstaining beats a wrong guess); then all are refit on every row.
-Positive or negative is trained on the feedback turns of five training files (``POLARITY_FILES``)
-plus the course's sentences weighted ``SENTENCE_WEIGHT``, with its own n-gram vocabulary: in grouped
-5-fold CV over the training files (``benchmarks/feedback_dev.py --compare``) that raised F1 0.542 ->
-0.590, with the old held-out split (0.87) and the course's windows (18/18) unchanged; the independent
-set's totals did not move (F1 0.70). Adding ``feedback_6.jsonl`` lowered dev CV (0.588 -> 0.579).
-Feedback-or-none and the attachment model stay on ``feedback.jsonl``: training them on the other
-files lowered the old split and broke a course window.
+Trained on windows written apart from the method (``TRAINING_FILES``: five files of
+``data/independent_train/``) and on the course's labelled sentences (``data/routes/feedback.jsonl``,
+turn model only). One window in five (by id) is a dev split that chooses the turn model's threshold
+(how sure it must be before it reports feedback: abstaining beats a wrong guess); then all are refit on
+every row. Positive or negative has the course's sentences weighted ``SENTENCE_WEIGHT`` and its own
+n-gram vocabulary (session 7: grouped 5-fold dev CV 0.542 -> 0.590, independent set unchanged at 0.70).
+Feedback-or-none also sees a turn of several sentences in parts (``split``: its head without the last
+sentence, and that last sentence), so "Ok thanks. Now show my workouts" (a courtesy, then a new
+request) can be learned apart from "That worked, thanks! Now show my workouts" (a judgement, then a
+new request): trained on the five files without the parts it read the course's window w22 as feedback
+at every threshold; with them, dev CV 0.588 -> 0.651 (``benchmarks/feedback_dev.py --compare shipped-5
+split-5``), old held-out split 0.87 -> 0.88, course windows 18/18.
 The evaluation sets are never read here.
 """
 from __future__ import annotations
@@ -63,8 +64,8 @@ def _read(*parts: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-TRAINING_FILES = ("feedback.jsonl",)
-POLARITY_FILES = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl", "feedback_4.jsonl", "feedback_5.jsonl")
+TRAINING_FILES = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl", "feedback_4.jsonl", "feedback_5.jsonl")
+POLARITY_FILES = TRAINING_FILES
 SENTENCE_WEIGHT = 3.0        # the course's sentences among many more window turns in positive-or-negative
 
 
@@ -281,7 +282,7 @@ _LOCK = threading.Lock()
 @functools.lru_cache(maxsize=2)
 def _model(embedder_key: int) -> FeedbackModel:
     return FeedbackModel(get_router("feedback").embedder, labelled_windows(), course_sentences(),
-                         labelled_windows(POLARITY_FILES), SENTENCE_WEIGHT, own_vocab=True)
+                         labelled_windows(POLARITY_FILES), SENTENCE_WEIGHT, own_vocab=True, split=True)
 
 
 def feedback_model() -> FeedbackModel:
