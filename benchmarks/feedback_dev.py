@@ -101,7 +101,7 @@ VARIANTS = {     # name: files positive-or-negative / the attachment model train
     "split-5-att1": (FIVE, ("feedback.jsonl",), SHIPPED, FIVE),     # the attachment model on feedback.jsonl only
     "split-6": (FIVE, None, SHIPPED, ALL_FILES[:6]),        # feedback-or-none on six files
     "split+7": (FIVE, None, SHIPPED, FIVE + ("feedback_7.jsonl",)),                   # ... on the five and the 7th
-    "split+7p": (FIVE + ("feedback_7.jsonl",), None, SHIPPED, FIVE + ("feedback_7.jsonl",)),    # polarity too
+    "split+7p": (FIVE + ("feedback_7.jsonl",), None, SHIPPED, FIVE + ("feedback_7.jsonl",)),    # polarity too: shipped
 }
 
 

@@ -10,8 +10,8 @@ Two small learned models over sentence embeddings (all-MiniLM-L6-v2):
   best in the window), numbers the turn quotes from the answer, shared topic words, and how far
   back it is. The best-scoring exchange is the one the feedback is about.
 
-Trained on windows written apart from the method (``TRAINING_FILES``: five files of
-``data/independent_train/``) and on the course's labelled sentences (``data/routes/feedback.jsonl``,
+Trained on windows written apart from the method (``TRAINING_FILES``: six files of
+``data/independent_train/``; ``feedback_6.jsonl`` lowered dev CV) and on the course's labelled sentences (``data/routes/feedback.jsonl``,
 turn model only). One window in five (by id) is a dev split that chooses the turn model's threshold
 (how sure it must be before it reports feedback: abstaining beats a wrong guess); then all are refit on
 every row. Positive or negative has the course's sentences weighted ``SENTENCE_WEIGHT`` and its own
@@ -21,7 +21,8 @@ sentence, and that last sentence), so "Ok thanks. Now show my workouts" (a court
 request) can be learned apart from "That worked, thanks! Now show my workouts" (a judgement, then a
 new request): trained on the five files without the parts it read the course's window w22 as feedback
 at every threshold; with them, dev CV 0.588 -> 0.651 (``benchmarks/feedback_dev.py --compare shipped-5
-split-5``), old held-out split 0.87 -> 0.88, course windows 18/18.
+split-5``), old held-out split 0.87 -> 0.88, course windows 18/18. Adding ``feedback_7.jsonl`` (written for
+exactly this) to all three models: seven-file dev CV 0.578 (session 7) -> 0.653 (five files) -> 0.664.
 The evaluation sets are never read here.
 """
 from __future__ import annotations
@@ -64,7 +65,8 @@ def _read(*parts: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-TRAINING_FILES = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl", "feedback_4.jsonl", "feedback_5.jsonl")
+TRAINING_FILES = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl", "feedback_4.jsonl", "feedback_5.jsonl",
+                  "feedback_7.jsonl")
 POLARITY_FILES = TRAINING_FILES
 SENTENCE_WEIGHT = 3.0        # the course's sentences among many more window turns in positive-or-negative
 
