@@ -52,7 +52,8 @@ positive-or-negative, option since removed): 1/4 0.668 but old split 0.86; 16/4 
 within fold noise, so C stays 4. A turn read negative when any of its sentences is (the larger of the turn's and
 its sentences' P(negative), option since removed): folds 0-1 0.58 0.58 against 0.66 0.68, stopped there.
 On the session-8 model's fold-0 dev windows the misses are invented feedback on self-corrections ("oops i
-meant 200 kcal"), added facts ("fyi im on blood thinners") and reactions to the facts, and polarity on mixed or sarcastic turns ("merge trick worked btw. the compress one made it blurry").
+meant 200 kcal"), added facts ("fyi im on blood thinners") and reactions to the facts, and polarity on mixed
+or sarcastic turns ("merge trick worked btw. the compress one made it blurry").
 One aggregate look at the independent set with split+7p (session 8, look 1): F1 0.70 (P 0.69, R 0.71; tp 36,
 fp 16, fn 15): recall up (tp 33 -> 36), precision down (fp 10 -> 16), F1 unchanged; old split 0.88, 18/18.
 
