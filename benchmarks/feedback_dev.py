@@ -51,6 +51,9 @@ none and attachment on feedback_7 too) 0.651 / 0.88 / 18; split+7p (all three mo
 positive-or-negative, option since removed): 1/4 0.668 but old split 0.86; 16/4 0.668; 4/1 0.647; 4/16 0.662;
 within fold noise, so C stays 4. A turn read negative when any of its sentences is (the larger of the turn's and
 its sentences' P(negative), option since removed): folds 0-1 0.58 0.58 against 0.66 0.68, stopped there.
+The previous answer as features of both turn models (cosine similarity to the turn, numbers the turn shares with
+the answer and with the question; option since removed): 0.665 0.671 0.616 0.704 0.685 / 0.668 / 0.88 / 18,
++0.004 like the C variants, within fold noise: not shipped.
 On the session-8 model's fold-0 dev windows the misses are invented feedback on self-corrections ("oops i
 meant 200 kcal"), added facts ("fyi im on blood thinners") and reactions to the facts, and polarity on mixed
 or sarcastic turns ("merge trick worked btw. the compress one made it blurry").
