@@ -24,11 +24,12 @@ def pytest_configure(config):
 
 def pytest_sessionstart(session):
     """Fit the offline stand-in's disk-cached models before any test runs. On a fresh checkout the
-    first fit embeds every training text (about 90 s on two idle cores, more under load), which must
+    first fit embeds every training text (about 130 s on two idle cores, more under load), which must
     count against no single test's time limit; afterwards every process loads them in a second."""
-    from memorykit.offline import decide_model, summarize, working_change, working_models
+    from memorykit.offline import decide_model, feedback_model, summarize, working_change, working_models
 
     working_models.models(), working_change.change_model(), decide_model.model(), summarize.content_model()
+    feedback_model.feedback_model()
 
 
 SUITES = {"browser": "browser", "faults": "faults", "load": "load", "real_llm": "real_llm"}

@@ -15,8 +15,8 @@ invented (detection), the wrong polarity, or the right turn attached to the wron
     python benchmarks/feedback_dev.py --compare shipped-5 split+7p   # variants (VARIANTS) on the same folds, one run
     python benchmarks/feedback_dev.py --compare turns-5 split-5 --folds 0   # final models only: old split, course
 
-Session 7's names: its "shipped" is variant ``session7`` here (positive-or-negative on every --files file) and its
-shipped setup ``shipped-5``; the models shipped in session 8 are variant ``split+7p``.
+Names: the split-training experiment's "shipped" is variant ``B-vocab-w3`` here (positive-or-negative on every --files
+file), the setup it shipped is ``shipped-5``, and the models shipped now are variant ``split+7p``.
 
 Split-training experiment (2026-11-26, ``--compare``, 5 grouped folds over the five training files, thresholds
 chosen per fold on the training part's dev windows): fold F1 / mean / old held-out / course windows --
@@ -32,21 +32,21 @@ The next lead, not shipped: feedback-or-none on all five files too (``--turn-fil
 shipped-5``): 0.642 0.660 0.612 0.642 0.645 / 0.640 on the six-file folds, but its final model (threshold 0.3
 from its dev windows) scores the old split 0.85 and gets course windows w21 and w22 wrong (false feedback); no
 threshold from 0.30 to 0.70 gets all 18 right (w22 stays wrong; 0.55 gives the old split 0.89).
-One aggregate look at the independent set with the shipped change (session 7): F1 0.70 (P 0.77, R 0.65; tp 33,
+One aggregate look at the independent set with the shipped change (2026-11-26, earlier): F1 0.70 (P 0.77, R 0.65; tp 33,
 fp 10, fn 18), the same totals as before it: the dev gain did not show there.
 
-Session 8, the turn in parts (``split``, 2026-11-26): feedback-or-none also gets the turn's head (all but its last
+The turn in parts (``split``, 2026-11-26, later): feedback-or-none also gets the turn's head (all but its last
 sentence: embedding and n-grams, zeros for one sentence), its last sentence (embedding) and that sentence's share.
 Six-file folds (feedback 1-6), fold F1 / mean / old held-out / course windows' 18 items found (nothing invented
 unless said), in a few runs of ``--compare`` with shipped-5 or split-5 in each:
-shipped-5 (session 7) 0.612 0.603 0.504 0.603 0.617 / 0.588 / 0.87 / 18; turns-5 (feedback-or-none and attachment on
+shipped-5 (the earlier setup) 0.612 0.603 0.504 0.603 0.617 / 0.588 / 0.87 / 18; turns-5 (feedback-or-none and attachment on
 the five files) 0.642 0.660 0.612 0.642 0.645 / 0.640 / 0.85 / 18 with 2 invented (w21, w22); split-5 (turns-5 in parts)
 0.663 0.670 0.605 0.665 0.652 / 0.651 / 0.88 / 18; split-1 (in parts, feedback-or-none on feedback.jsonl only)
 0.575 / 0.88 / 18 with 1 invented (w22); split-5-att1 (attachment on feedback.jsonl only) 0.648 / 0.88 / 18; split-6
 (feedback-or-none on the six files) 0.649 / 0.86 / 18; the parts in positive-or-negative too 0.644 / 0.88 / 18.
 Seven-file folds (with feedback_7.jsonl, written for courtesy vs judgement before a new request): shipped-5 0.598
 0.592 0.494 0.591 0.614 / 0.578; split-5 0.657 0.664 0.607 0.675 0.659 / 0.653 / 0.88 / 18; split+7 (feedback-or-
-none and attachment on feedback_7 too) 0.651 / 0.88 / 18; split+7p (all three models on it: SHIPPED in session 8)
+none and attachment on feedback_7 too) 0.651 / 0.88 / 18; split+7p (all three models on it: SHIPPED)
 0.656 0.675 0.615 0.693 0.678 / 0.664 / 0.88 / 18. Regularization of split+7p (C of feedback-or-none /
 positive-or-negative, option since removed): 1/4 0.668 but old split 0.86; 16/4 0.668; 4/1 0.647; 4/16 0.662;
 within fold noise, so C stays 4. A turn read negative when any of its sentences is (the larger of the turn's and
@@ -54,10 +54,10 @@ its sentences' P(negative), option since removed): folds 0-1 0.58 0.58 against 0
 The previous answer as features of both turn models (cosine similarity to the turn, numbers the turn shares with
 the answer and with the question; option since removed): 0.665 0.671 0.616 0.704 0.685 / 0.668 / 0.88 / 18,
 +0.004 like the C variants, within fold noise: not shipped.
-On the session-8 model's fold-0 dev windows the misses are invented feedback on self-corrections ("oops i
+On the shipped model's fold-0 dev windows the misses are invented feedback on self-corrections ("oops i
 meant 200 kcal"), added facts ("fyi im on blood thinners") and reactions to the facts, and polarity on mixed
 or sarcastic turns ("merge trick worked btw. the compress one made it blurry").
-One aggregate look at the independent set with split+7p (session 8, look 1): F1 0.70 (P 0.69, R 0.71; tp 36,
+One aggregate look at the independent set with split+7p (look 1): F1 0.70 (P 0.69, R 0.71; tp 36,
 fp 16, fn 15): recall up (tp 33 -> 36), precision down (fp 10 -> 16), F1 unchanged; old split 0.88, 18/18.
 
 With ``--encoder`` each fold also trains a cross-encoder's LoRA adapters (``benchmarks/feedback_encoder.py``,
@@ -110,8 +110,8 @@ class SharedEmbeddings(fm.Embeddings):
         self._seen = SharedEmbeddings.seen
 
 
-SESSION7 = {"own_vocab": True, "sentence_weight": fm.SENTENCE_WEIGHT}
-SHIPPED = {**SESSION7, "split": True}
+OWN_VOCAB_W3 = {"own_vocab": True, "sentence_weight": fm.SENTENCE_WEIGHT}
+SHIPPED = {**OWN_VOCAB_W3, "split": True}
 FIVE = ALL_FILES[:5]
 VARIANTS = {     # name: files positive-or-negative / the attachment model train on (None: as turns), other options,
     # and the files feedback-or-none trains on (None: --turn-files, else feedback.jsonl)
@@ -121,11 +121,11 @@ VARIANTS = {     # name: files positive-or-negative / the attachment model train
     "B-vocab": ("all", None, {"own_vocab": True}, None),
     "B-w3": ("all", None, {"sentence_weight": 3.0}, None),
     "B-w5": ("all", None, {"sentence_weight": 5.0}, None),
-    "session7": ("all", None, SESSION7, None),              # B with its own n-grams and the sentences weighted 3
-    "session7+attach": ("all", "all", SESSION7, None),
-    "shipped-5": (FIVE, None, SESSION7, None),              # session 7's shipped setup: polarity on the five files
-    "turns-5": (FIVE, None, SESSION7, FIVE),                # feedback-or-none (and attachment) on the five too
-    "split-5": (FIVE, None, SHIPPED, FIVE),                 # ... with the turn's parts as features: SHIPPED (session 8)
+    "B-vocab-w3": ("all", None, OWN_VOCAB_W3, None),              # B with its own n-grams and the sentences weighted 3
+    "B-vocab-w3+attach": ("all", "all", OWN_VOCAB_W3, None),
+    "shipped-5": (FIVE, None, OWN_VOCAB_W3, None),              # the earlier shipped setup: polarity on the five files
+    "turns-5": (FIVE, None, OWN_VOCAB_W3, FIVE),                # feedback-or-none (and attachment) on the five too
+    "split-5": (FIVE, None, SHIPPED, FIVE),                 # ... with the turn's parts as features: shipped with feedback_7 (split+7p)
     "split-1": (FIVE, None, SHIPPED, None),                 # the parts, feedback-or-none on feedback.jsonl
     "split-5-att1": (FIVE, ("feedback.jsonl",), SHIPPED, FIVE),     # the attachment model on feedback.jsonl only
     "split-6": (FIVE, None, SHIPPED, ALL_FILES[:6]),        # feedback-or-none on six files

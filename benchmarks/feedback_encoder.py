@@ -7,7 +7,7 @@ on the query and value projections of the top layers and a three-way head (none 
 learned; the frozen lower layers' output of every pair is computed once and reused across epochs and folds.
 ``benchmarks/feedback_dev.py --encoder`` cross-validates the shipped turn model blended with it.
 
-Measured in session 6 (5-fold grouped CV over the five writer files, 1,006 windows): the blend did not
+Measured (2026-11-25, 5-fold grouped CV over the five writer files, 1,006 windows): the blend did not
 beat the turn model alone and the old held-out split got worse, so the offline analyzer does not use it
 (numbers in ``data/independent_train/README.md``).
 """

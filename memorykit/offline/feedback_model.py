@@ -15,16 +15,18 @@ Trained on windows written apart from the method (``TRAINING_FILES``: six files 
 sentences (``data/routes/feedback.jsonl``, turn model only). One window in five (by id) is a dev split
 that chooses the turn model's threshold (how sure it must be before it reports feedback: abstaining
 beats a wrong guess); then all are refit on every row. Positive or negative has the course's sentences
-weighted ``SENTENCE_WEIGHT`` and its own n-gram vocabulary (session 7: grouped 5-fold dev CV 0.542 ->
+weighted ``SENTENCE_WEIGHT`` and its own n-gram vocabulary (grouped 5-fold dev CV 0.542 ->
 0.590). Feedback-or-none also sees a turn of several sentences in parts (``split``: its head without
 the last sentence, and that last sentence), so "Ok thanks. Now show my workouts" (a courtesy, then a
 new request) can be learned apart from "That worked, thanks! Now show my workouts" (a judgement, then
 a new request): trained on five files without the parts it read the course's window w22 as feedback
 at every threshold; with them, dev CV 0.588 -> 0.651 (``benchmarks/feedback_dev.py --compare shipped-5
 split-5``), old held-out split 0.87 -> 0.88, course windows 18/18. Adding ``feedback_7.jsonl`` (written
-for exactly this) to all three models: seven-file dev CV 0.578 (session 7) -> 0.653 -> 0.664. On the
-independent set F1 stayed 0.70 (session 8, one look: P 0.77 -> 0.69, R 0.65 -> 0.71).
-The evaluation sets are never read here.
+for exactly this) to all three models: seven-file dev CV 0.578 (the earlier setup) -> 0.653 -> 0.664. On the
+independent set F1 stayed 0.70 (one look: P 0.77 -> 0.69, R 0.65 -> 0.71).
+The fit is cached on disk like the other offline models (``fit_cache``; training texts embedded in
+batches), so a process loads it instead of refitting on 1,166 windows; run-time turns get vectors of
+their own, one at a time. The evaluation sets are never read here.
 """
 from __future__ import annotations
 
@@ -34,14 +36,17 @@ import re
 import threading
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from ..config import data_path
 from ..course.routing import get_router, readable
+from .fit_cache import cached, fingerprint
 from .text import content_words, sentences
 
+VERSION = "1"
 LABELS = ("none", "positive", "negative")
 C = 4.0
 THRESHOLDS = tuple(round(0.30 + 0.05 * i, 2) for i in range(9))     # P(feedback) needed: 0.30 .. 0.70
@@ -178,6 +183,10 @@ class FeedbackModel:
         self.threshold, self.dev_f1 = self._calibrate([w for w in windows if w.dev])
         self.turns, self.attach = self._fit_turns(x, given, signs), self._fit_attach(windows)
 
+    def __getstate__(self) -> dict:
+        """Pickled without its embedder and vectors (see :func:`_model`)."""
+        return {k: v for k, v in self.__dict__.items() if k != "vectors"}
+
     def features(self, vocabs, texts: Sequence[str], previous: Sequence[str]) -> list:
         """For each n-gram vocabulary in ``vocabs``: a turn's embedding, its n-grams under it and how closely
         it repeats the previous question (the embedding and the repeat computed once for all)."""
@@ -282,13 +291,23 @@ def course_sentences() -> list[tuple[str, str]]:
 _LOCK = threading.Lock()
 
 
+def fit(embedder) -> FeedbackModel:
+    """The shipped setup, trained on every training file."""
+    return FeedbackModel(embedder, labelled_windows(), course_sentences(), labelled_windows(POLARITY_FILES),
+                         SENTENCE_WEIGHT, own_vocab=True, split=True)
+
+
 @functools.lru_cache(maxsize=2)
 def _model(embedder_key: int) -> FeedbackModel:
-    return FeedbackModel(get_router("feedback").embedder, labelled_windows(), course_sentences(),
-                         labelled_windows(POLARITY_FILES), SENTENCE_WEIGHT, own_vocab=True, split=True)
+    embedder = get_router("feedback").embedder
+    files = [data_path("independent_train", name) for name in sorted(set(TRAINING_FILES + POLARITY_FILES))]
+    files += [data_path("routes", "feedback.jsonl"), Path(__file__), Path(__file__).with_name("text.py")]
+    model = cached("feedback", fingerprint(f"feedback {VERSION} {embedder.name}", files), lambda: fit(embedder))
+    model.vectors = Embeddings(embedder)   # run-time vectors in a memo of their own (not the batched training ones)
+    return model
 
 
 def feedback_model() -> FeedbackModel:
-    """The process's feedback model, trained on first use."""
+    """The process's feedback model: loaded from the cache when the data and code are unchanged, else trained."""
     with _LOCK:
         return _model(id(get_router("feedback").embedder))
