@@ -126,6 +126,21 @@ def test_feedback_model_is_cached_and_run_time_turns_get_one_at_a_time_vectors()
     assert m.vectors([turn])[0].tolist() == pytest.approx(embedder.embed(turn), abs=0) and feedback_model() is m
 
 
+def test_the_run_time_vector_memo_is_bounded(monkeypatch):
+    """Users' turns do not pile up in a long-lived process: the memo empties when full, answers stay right."""
+    from memorykit.offline.feedback_model import Embeddings
+
+    m = feedback_model()
+    memo = Embeddings(m.vectors.embedder, size=3)
+    monkeypatch.setattr(m, "vectors", memo)
+    turns = [f"Thanks, that worked for order {i}!" for i in range(5)] + [""]
+    for i in range(len(turns) - 1):
+        got = memo(turns[i:i + 2])
+        assert len(memo._seen) <= 3 and got.shape == (2, memo.embedder.dims)
+        assert got[0].tolist() == pytest.approx(memo.embedder.embed(turns[i]), abs=0)
+    assert signal_of("Perfect, thank you!", "How did I sleep?") == "positive" and len(memo._seen) <= 3
+
+
 # ---------------------------------------------------------------- independent sets (measure only)
 # Measured when the models were built: feedback F1 0.70 (P 0.69, R 0.71, 61 windows; 2026-11-26).
 def test_feedback_on_the_independent_windows(llm):

@@ -122,14 +122,18 @@ def numbers(text: str) -> set[str]:
 
 
 class Embeddings:
-    """Sentence vectors of many texts, embedded once (and cached in Redis by the embedder)."""
+    """Sentence vectors of many texts, embedded once (and cached in Redis by the embedder); ``size``
+    bounds the memo (emptied when full), so a long-lived process does not pile up users' turns."""
 
-    def __init__(self, embedder):
-        self.embedder = embedder
+    def __init__(self, embedder, size: int | None = None):
+        self.embedder, self.size = embedder, size
         self._seen: dict[str, np.ndarray] = {}
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         todo = list(dict.fromkeys(t for t in texts if t not in self._seen))
+        if self.size is not None and len(self._seen) + len(todo) > self.size:
+            self._seen.clear()
+            todo = list(dict.fromkeys(texts))
         for t in [t for t in todo if not (readable(t) or t).strip()]:
             self._seen[t] = np.zeros(self.embedder.dims, dtype=np.float32)     # a blank turn means nothing
         todo = [t for t in todo if t not in self._seen]
@@ -289,6 +293,7 @@ def course_sentences() -> list[tuple[str, str]]:
 
 
 _LOCK = threading.Lock()
+RUN_TIME_MEMO = 4096       # turns whose vectors a process keeps at run time (a window repeats its earlier turns)
 
 
 def fit(embedder) -> FeedbackModel:
@@ -303,7 +308,7 @@ def _model(embedder_key: int) -> FeedbackModel:
     files = [data_path("independent_train", name) for name in sorted(set(TRAINING_FILES + POLARITY_FILES))]
     files += [data_path("routes", "feedback.jsonl"), Path(__file__), Path(__file__).with_name("text.py")]
     model = cached("feedback", fingerprint(f"feedback {VERSION} {embedder.name}", files), lambda: fit(embedder))
-    model.vectors = Embeddings(embedder)   # run-time vectors in a memo of their own (not the batched training ones)
+    model.vectors = Embeddings(embedder, RUN_TIME_MEMO)   # run-time vectors apart from the batched training ones
     return model
 
 
