@@ -103,11 +103,11 @@ class SplitModel(fm.FeedbackModel):
 class SharedEmbeddings(fm.Embeddings):
     """Embeddings whose vectors are shared by every model of one harness run (each text embedded once)."""
 
-    seen: dict = {}
+    shared: dict = {}
 
-    def __init__(self, embedder):
-        super().__init__(embedder)
-        self._seen = SharedEmbeddings.seen
+    def __init__(self, embedder, size: int = 200_000):
+        super().__init__(embedder, size)
+        self.encode = SharedEmbeddings.shared.setdefault(id(embedder), self.encode)
 
 
 OWN_VOCAB_W3 = {"own_vocab": True, "sentence_weight": fm.SENTENCE_WEIGHT}

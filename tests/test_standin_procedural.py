@@ -136,9 +136,9 @@ def test_the_run_time_vector_memo_is_bounded(monkeypatch):
     turns = [f"Thanks, that worked for order {i}!" for i in range(5)] + [""]
     for i in range(len(turns) - 1):
         got = memo(turns[i:i + 2])
-        assert len(memo._seen) <= 3 and got.shape == (2, memo.embedder.dims)
+        assert len(memo) <= 3 and got.shape == (2, memo.embedder.dims)
         assert got[0].tolist() == pytest.approx(memo.embedder.embed(turns[i]), abs=0)
-    assert signal_of("Perfect, thank you!", "How did I sleep?") == "positive" and len(memo._seen) <= 3
+    assert signal_of("Perfect, thank you!", "How did I sleep?") == "positive" and len(memo) <= 3
 
 
 # ---------------------------------------------------------------- independent sets (measure only)

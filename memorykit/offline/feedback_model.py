@@ -44,7 +44,7 @@ import numpy as np
 from ..config import data_path
 from ..course.routing import get_router, readable
 from .fit_cache import cached, fingerprint
-from .text import content_words, sentences
+from .text import Encoder, content_words, sentences
 
 VERSION = "1"
 LABELS = ("none", "positive", "negative")
@@ -122,25 +122,23 @@ def numbers(text: str) -> set[str]:
 
 
 class Embeddings:
-    """Sentence vectors of many texts, embedded once (and cached in Redis by the embedder); ``size``
-    bounds the memo (emptied when full), so a long-lived process does not pile up users' turns."""
+    """Sentence vectors of turns: :class:`.text.Encoder` (the memo, bounded by ``size`` and emptied when
+    full, training vectors apart) on each turn's readable text; a blank turn is a zero vector."""
 
-    def __init__(self, embedder, size: int | None = None):
-        self.embedder, self.size = embedder, size
-        self._seen: dict[str, np.ndarray] = {}
+    def __init__(self, embedder, size: int = 20_000):
+        self.embedder, self.encode = embedder, Encoder(embedder, size)
+
+    def __len__(self) -> int:
+        """How many vectors the memo holds."""
+        return sum(map(len, self.encode.memo.values()))
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        todo = list(dict.fromkeys(t for t in texts if t not in self._seen))
-        if self.size is not None and len(self._seen) + len(todo) > self.size:
-            self._seen.clear()
-            todo = list(dict.fromkeys(texts))
-        for t in [t for t in todo if not (readable(t) or t).strip()]:
-            self._seen[t] = np.zeros(self.embedder.dims, dtype=np.float32)     # a blank turn means nothing
-        todo = [t for t in todo if t not in self._seen]
-        if todo:
-            vectors = self.embedder.embed_many([readable(t) or t for t in todo], progress=False)
-            self._seen.update(zip(todo, np.asarray(vectors, dtype=np.float32)))
-        return np.stack([self._seen[t] for t in texts]) if texts else np.zeros((0, self.embedder.dims))
+        plain = [readable(t) or t for t in texts]
+        filled = np.asarray([bool(p.strip()) for p in plain], dtype=bool)
+        out = np.zeros((len(texts), self.embedder.dims), dtype=np.float32)
+        if filled.any():
+            out[filled] = self.encode([p for p, f in zip(plain, filled) if f])
+        return out
 
 
 def repeat_features(text: str, previous: str, vectors: Embeddings) -> list[float]:
