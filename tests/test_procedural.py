@@ -124,18 +124,27 @@ def test_a_shared_pool_keeps_no_user_text(r, emb, ns):
     """Opt-in shared pool: only the query type, tool names and non-free-text arguments are stored and shown."""
     pool = mk.ProcedureStore(r, emb, namespace=ns, shared=True, distance_threshold=None)
     params = {"get_sleep_analysis": {"type": "object", "properties": {
-        "period": {"type": "string", "enum": ["this_week", "last_week"]}, "note": {"type": "string"}}}}
+        "period": {"type": "string", "enum": ["this_week", "last_week"]}, "note": {"type": "string"},
+        "days": {"type": "integer", "minimum": 1, "maximum": 90}, "account": {"type": "integer"},
+        "weight_kg": {"type": "number", "minimum": 20, "maximum": 400}, "since": {"type": "string"},
+        "detailed": {"type": "boolean"}}}}
     calls = [{"name": "get_sleep_analysis",
               "arguments": {"period": "last_week", "note": "recovering from my HIV treatment", "days": 7,
-                            "since": "2026-01-02"}}]
+                            "since": "1984-03-07", "account": 4111111111111111, "weight_kg": 512,
+                            "detailed": True}}]
     kept = pool.store("How did I sleep while recovering from my HIV treatment?", ["get_sleep_analysis"], 0.9, 10,
                       user_id="alice", calls=calls, parameters=params)
-    stored = json.dumps(r.json().get(pool.key(kept.id)))
-    assert "HIV" not in stored and "recovering" not in stored and "alice" not in stored
+    doc = r.json().get(pool.key(kept.id))
+    stored = json.dumps({k: v for k, v in doc.items() if k != "embeddings"})  # floats may spell any digits
+    assert doc["embeddings"] and set(doc) > {"query", "calls", "examples"}
+    for typed in ("HIV", "recovering", "alice", "1984", "4111111111111111", "512"):
+        assert typed not in stored, typed
     hit = pool.suggest("how did I sleep last week", user_id="a|b", k=1)[0]
+    # kept: enum values, booleans and numbers inside the schema's bounds; a date, an unbounded number
+    # (an account) and a number outside its bounds are what alice typed about herself
     assert hit.calls == [{"name": "get_sleep_analysis",
-                          "arguments": {"period": "last_week", "days": 7, "since": "2026-01-02"}}]
-    assert "HIV" not in hit.procedure.query and hit.procedure.user_id is None
+                          "arguments": {"period": "last_week", "days": 7, "detailed": True}}]
+    assert "HIV" not in hit.procedure.query and "4111" not in hit.procedure.query and hit.procedure.user_id is None
     per_user = mk.ProcedureStore(r, emb, namespace=ns)
     assert per_user.count("alice") == 0 and per_user.suggest("sleep", user_id="alice") == []
 

@@ -1,10 +1,11 @@
 """ToolAgent: the plan_tools task in the one tool loop, its run record, the routed offline planner, learning."""
+import dataclasses
 import json
 
 import pytest
 
 import memorykit as mk
-from memorykit.agent.tool_agent import REPLAY_SIMILARITY
+from memorykit.agent.tool_agent import REPLAY_SIMILARITY, ToolRun
 from memorykit.course.wellness import PERIODS
 from memorykit.offline.plan_tools import arguments_for, periods_in
 
@@ -66,6 +67,27 @@ def test_tools_that_write_are_never_replayed(r, llm, procs):
     agent.run("How did I sleep this week?", user_id=USER)
     run = agent.run("How was my sleep this week?", user_id=USER)
     assert run.suggestion is not None and run.replayed == 0 and run.steps == 2
+
+
+def test_a_shared_pool_pattern_missing_a_required_argument_is_not_replayed(r, emb, ns, llm):
+    """The pool dropped alice's order number (unbounded: her own data); a call without it is not run again,
+    while the same call with its argument (her own pattern) is."""
+    seen = []
+    order = mk.Tool("get_order", "Look up one of my orders by its number.",
+                    {"type": "object", "properties": {"order_id": {"type": "integer"}}, "required": ["order_id"]},
+                    lambda order_id: seen.append(order_id) or f"order {order_id}: shipped", read_only=True)
+    calls = [{"name": "get_order", "arguments": {"order_id": 4111}}]
+    pool = mk.ProcedureStore(r, emb, namespace=ns, shared=True, distance_threshold=None)
+    pool.store("Where is my order 4111?", ["get_order"], 0.9, 10, user_id="alice", calls=calls,
+               parameters={"get_order": order.parameters})
+    agent = mk.ToolAgent(r, llm=llm, tools=[order], procedures=pool, learn=False)
+    hit = pool.suggest("Where is my order?", user_id="a|b", k=1)[0]
+    assert hit.calls == [{"name": "get_order", "arguments": {}}]
+    run = ToolRun(query="Where is my order?", user_id="a|b")
+    run.suggestion = dataclasses.replace(hit, distance=0.0)          # as close as a question can be
+    assert agent._replay(run, [order]) == [] and seen == []
+    run.suggestion = dataclasses.replace(hit, distance=0.0, calls=calls)
+    assert [m.role for m in agent._replay(run, [order])] == ["assistant", "tool"] and seen == [4111]
 
 
 def test_a_suggestion_below_the_threshold_is_not_followed(r, emb, ns, llm):

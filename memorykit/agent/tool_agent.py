@@ -148,11 +148,14 @@ class ToolAgent:
         return vector
 
     def _replay(self, run: ToolRun, tools: Sequence[Tool]) -> list[Message]:
-        """The nearest past question's calls, run again: when it is close enough and every tool only reads."""
+        """The nearest past question's calls, run again: when it is close enough, every tool only reads and
+        every call still has its required arguments (a shared pool keeps only bounded ones)."""
         s, offered = run.suggestion, by_name(tools)
         if s is None or s.similarity < REPLAY_SIMILARITY or not s.calls:
             return []
-        if not all(c["name"] in offered and offered[c["name"]].read_only for c in s.calls):
+        if not all(c["name"] in offered and offered[c["name"]].read_only
+                   and set(offered[c["name"]].parameters.get("required", [])) <= set(c["arguments"])
+                   for c in s.calls):
             return []
         calls = [{"id": f"replay_{i}", "type": "function",
                   "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], sort_keys=True)}}

@@ -8,15 +8,15 @@ so a close question can replay them. Feedback examples live in :mod:`.feedback`.
 
 Patterns belong to one user (every call takes the ``user_id``; another user's pattern answers like a
 missing one). ``ProcedureStore(..., shared=True)`` is an app's explicit shared pool: it keeps only the
-query type, the tool names and the arguments that are not free text (numbers, booleans, enum values,
-dates), described and embedded without the user's words, so nothing one user typed reaches another.
+query type, the tool names and the arguments the tool's schema bounds (booleans, enum values, numbers with
+a minimum and a maximum), described and embedded without the user's words, so nothing one user typed (free
+text, a date, an account number) reaches another.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 
 MIN_SUCCESS_SCORE = 0.7
 MAX_TIME_MS = 30_000
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$")
 
 
 # ================================================================ evaluating a run
@@ -123,11 +122,16 @@ def _nearest_calls(doc: dict[str, Any], vector: Sequence[float]) -> list[dict[st
 
 
 def _kept_value(value: Any, spec: dict[str, Any]) -> bool:
-    """An argument a shared pattern may keep: a number, a boolean, an enum value or a date, never free text."""
-    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+    """An argument a shared pattern may keep: a boolean, an enum value, or a number the tool's schema bounds
+    (``minimum`` and ``maximum``: a setting such as ``days`` in 1..90). Free text, dates and unbounded numbers
+    (an account number, an amount, a birthday) are what one user typed about themselves: never kept."""
+    if isinstance(value, bool) or value is None:
         return True
-    if isinstance(value, str):
-        return value in (spec.get("enum") or []) or bool(_DATE.match(value.strip()))
+    if value in (spec.get("enum") or []):
+        return True
+    if isinstance(value, (int, float)):
+        low, high = spec.get("minimum"), spec.get("maximum")
+        return low is not None and high is not None and low <= value <= high
     return False
 
 
