@@ -1,5 +1,6 @@
 """MemoryAgent: a turn in each mode, background writes, faults of the model and of Redis, hooks,
 failed steps, usage, and the question embedded once per turn."""
+import contextvars
 import json
 import re
 import threading
@@ -490,6 +491,35 @@ def test_a_turn_waits_only_for_its_own_threads_writes(r, emb, llm, ns):
     finally:
         model.release.set()
         a.close()
+
+
+def test_a_turn_whose_jobs_wait_behind_other_users_runs_them_itself():
+    """Every worker busy with other keys: waiting for one's own key runs its queued jobs in the caller's thread,
+    in order, instead of waiting until another user's slow job lets a worker go."""
+    from memorykit.agent.background import KeyedWriter
+
+    writer, gate, ran = KeyedWriter(workers=1), threading.Event(), []
+    meter = contextvars.ContextVar("meter", default="none")  # like track_usage(): the caller's, not the job's
+    writer.submit("other user", lambda: gate.wait(60))
+    for i in range(3):
+        writer.submit("me", lambda i=i: ran.append((i, threading.current_thread().name, meter.get())))
+
+    def turn():
+        meter.set("the caller's")
+        writer.wait("me")
+
+    waiter = threading.Thread(target=turn, name="turn")
+    waiter.start()
+    waiter.join(30)
+    try:
+        assert not waiter.is_alive() and not gate.is_set()  # done while the other user's job still holds the worker
+        assert ran == [(i, "turn", "none") for i in range(3)] and writer.pending("me") == 0
+        assert writer.pending("other user") == 1
+        after = writer.submit("me", lambda: "later")  # the key is free again: a worker runs it once one is free
+    finally:
+        gate.set()
+    assert after.result(timeout=30) == "later"
+    writer.shutdown()
 
 
 def test_keyed_writer_keeps_order_per_key_and_runs_keys_side_by_side():

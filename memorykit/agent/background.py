@@ -3,11 +3,14 @@
 Each key (a ``(user, thread)`` pair in the agent) has a queue; one pool worker at a time drains it,
 so a key's jobs run in submission order while other keys' jobs run beside them, the way
 LangGraph's checkpointers order writes per thread and Redis Agent Memory Server runs its
-background tasks per session. Waiting is per key: a turn waits only for its own thread.
+background tasks per session. Waiting is per key: a turn waits only for its own thread, and when its
+thread's jobs are still queued behind other keys' (every worker busy), the waiting turn runs them itself
+instead of waiting for a worker that other users hold.
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextvars
 import threading
 from collections import deque
 from typing import Callable, Hashable
@@ -25,6 +28,7 @@ class KeyedWriter:
         self._lock = threading.Lock()
         self._queues: dict[Hashable, deque[tuple[Callable[[], object], cf.Future]]] = {}
         self._pending: dict[Hashable, list[cf.Future]] = {}
+        self._draining: set[Hashable] = set()  # keys a thread is running jobs of right now
 
     def submit(self, key: Hashable, fn: Callable[[], object]) -> cf.Future:
         """Queue ``fn`` after the key's earlier jobs; returns its future (its exception, if any, stays there)."""
@@ -39,13 +43,25 @@ class KeyedWriter:
         self._pool.submit(self._drain, key)
         return future
 
+    def _claim(self, key: Hashable) -> bool:
+        """Become the one thread running the key's jobs (False: another thread does, or none are queued)."""
+        with self._lock:
+            if key in self._draining or key not in self._queues:
+                return False
+            self._draining.add(key)
+            return True
+
     def _drain(self, key: Hashable) -> None:
-        """Run the key's jobs one after another until its queue is empty, then let the key go."""
+        """Run the key's jobs one after another until its queue is empty, then let the key go. A pool worker
+        and a waiting caller may both try; the first to claim the key runs its jobs, the other returns."""
+        if not self._claim(key):
+            return
         while True:
             with self._lock:
                 queue = self._queues[key]
                 if not queue:
                     del self._queues[key]
+                    self._draining.discard(key)
                     return
                 fn, future = queue.popleft()
             if future.set_running_or_notify_cancel():
@@ -61,10 +77,13 @@ class KeyedWriter:
                     self._pending.pop(key, None)
 
     def wait(self, key: Hashable | None = None) -> list[cf.Future]:
-        """Wait for the jobs queued so far for ``key`` (all keys when None); returns their futures."""
+        """Wait for the jobs queued so far for ``key`` (all keys when None); returns their futures. Waiting for
+        one key whose jobs no worker has started yet runs them in the caller's thread."""
         with self._lock:
             futures = list(self._pending.get(key, [])) if key is not None else \
                 [f for fs in self._pending.values() for f in fs]
+        if key is not None and futures:  # in a fresh context, as on a pool worker (the caller's usage meters
+            contextvars.Context().run(self._drain, key)  # do not see them); no-op when a worker runs them
         cf.wait(futures)
         return futures
 
