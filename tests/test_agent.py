@@ -93,6 +93,30 @@ def test_full_memory_remembers_across_threads_and_users_stay_apart(agent):
     assert "Paris" not in stranger.reply and stranger.memories_used == [] and stranger.recalled == []
 
 
+def test_forget_user_leaves_nothing_that_queued_writes_could_bring_back(r, emb, llm, ns):
+    """carol's memory writes are still queued (the only worker is busy) when she asks to be forgotten: they must
+    not write her data back afterwards, and "system", chatting beside her, keeps everything."""
+    agent, gate = mk.MemoryAgent(r, llm=llm, embedder=emb, namespace=ns, writers=1), threading.Event()
+    try:
+        agent.chat("I have diabetes.", user_id="carol", thread_id="t1")
+        agent.flush()  # carol has memories, a working profile, recall vectors
+        agent._writes.submit(("blocker", "x"), lambda: gate.wait(60))  # holds the only worker
+        agent.chat("I take insulin every morning.", user_id="carol", thread_id="t2")
+        agent.chat("I am allergic to peanuts.", user_id="system", thread_id="t1")
+        assert agent.pending("carol", "t2") == 1
+        assert agent.forget_user("carol") > 0
+        gate.set()
+        agent.flush()
+        assert agent.store.list("carol") == [] and agent.recall.count("carol") == 0
+        assert [k for k in r.scan_iter(match=f"{ns}:*") if "carol" in k] == []
+        assert any("peanuts" in m.content for m in agent.store.list("system"))
+        later = agent.chat("Do I have diabetes?", user_id="carol", thread_id="t1")  # a new start, not an error
+        assert later.ok and later.memories_used == [] and "diabetes" not in later.reply.lower()
+    finally:
+        gate.set()
+        agent.close()
+
+
 def test_short_term_mode_uses_the_thread_only(r, emb, llm, ns):
     a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term")
     assert a.store is None and a.embedder is None

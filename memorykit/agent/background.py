@@ -87,6 +87,11 @@ class KeyedWriter:
         cf.wait(futures)
         return futures
 
+    def keys(self) -> list[Hashable]:
+        """The keys with jobs queued or running."""
+        with self._lock:
+            return list(self._pending)
+
     def pending(self, key: Hashable | None = None) -> int:
         """How many jobs are queued or running (for ``key``, or for all keys)."""
         with self._lock:

@@ -22,6 +22,7 @@ from ..llm.task import Task, TaskFailed, Usage, track_usage
 from ..llm.tools import Tool
 from ..memory.extraction import extract_memories
 from ..memory.feedback import FeedbackStore
+from ..memory.index import forget_user
 from ..memory.long_term import MemoryHit, MemoryStore
 from ..memory.recall import MessageIndex
 from ..memory.short_term import ChatHistory
@@ -134,6 +135,7 @@ class MemoryAgent:
         self._writes = KeyedWriter(writers)  # ``writers`` threads at most, one per busy (user, thread)
         self._unsaved: dict[tuple[str, str], list[Message]] = {}
         self._unsaved_lock = threading.Lock()
+        self._forgotten: dict[str, int] = {}  # user id -> times forget_user ran: a turn begun before writes nothing
 
     def __repr__(self) -> str:
         return (f"MemoryAgent(memory={self.memory!r}, retrieval={self.retrieval!r}, "
@@ -167,6 +169,22 @@ class MemoryAgent:
         """Background writes queued or running (for one thread, or for all)."""
         return self._writes.pending(None if user_id is None else (user_id, thread_id))
 
+    def forget_user(self, user_id: str) -> int:
+        """Delete everything this agent's namespace holds for one user (threads, long-term and working memory,
+        recall vectors, feedback, procedures; the cached embeddings of their stored texts). The user's
+        background writes queued in this process run out first and a turn begun before the call writes no
+        memory after it, so nothing deleted comes back. Returns the number of keys deleted. Other processes
+        serving the user should stop their sessions first: this process cannot wait for their writes."""
+        check_id(user_id, "user_id")
+        with self._unsaved_lock:
+            self._forgotten[user_id] = self._forgotten.get(user_id, 0) + 1
+            for slot in [s for s in self._unsaved if s[0] == user_id]:
+                del self._unsaved[slot]
+        for key in self._writes.keys():
+            if key[0] == user_id:
+                self.flush(*key)
+        return forget_user(self.r, self.namespace, user_id, embedder=self.embedder)
+
     def close(self) -> None:
         self.flush()
         self._writes.shutdown()
@@ -185,14 +203,14 @@ class MemoryAgent:
         if not isinstance(text, str) or not text.strip():
             raise ValidationError("the message is empty: type something to send")
         check_id(user_id, "user_id"), check_id(thread_id, "thread_id")
-        started = time.perf_counter()
+        started, forgotten = time.perf_counter(), self._forgotten.get(user_id, 0)
         self.flush(user_id, thread_id)  # this thread's earlier writes only; other users never wait here
         turn = Turn(user_id=user_id, thread_id=thread_id, user_message=Message(role="user", content=text))
         with track_usage() as calls:
             self._foreground(turn, self.history(user_id, thread_id))
         turn.usage.extend(calls)
         if turn.ok and self.memory:  # the reply is saved
-            self._writes.submit((user_id, thread_id), lambda: self._background(turn))
+            self._writes.submit((user_id, thread_id), lambda: self._background(turn, forgotten))
             if not self.background:
                 self.flush(user_id, thread_id)
         turn.reply_ms = (time.perf_counter() - started) * 1000
@@ -339,8 +357,10 @@ class MemoryAgent:
             log.warning("background step %s failed for user %r: %s", name, turn.user_id, "; ".join(reasons),
                         exc_info=exc is not None and not isinstance(exc, EXPECTED))
 
-    def _background(self, turn: Turn) -> None:
+    def _background(self, turn: Turn, forgotten: int = 0) -> None:
         uid, tid, said = turn.user_id, turn.thread_id, turn.user_message
+        if self._forgotten.get(uid, 0) != forgotten:  # forget_user ran since the turn began: write nothing back
+            return
         if self.memory == "full":
             with self._step(turn, "index"):
                 self.recall.add(uid, tid, [said, turn.reply_message])
