@@ -181,6 +181,11 @@ def test_toggle_semantics(r, emb, ns):
         fb.mark("u1", q, a, "meh")
     with pytest.raises(mk.ValidationError):
         fb.mark("u1", " ", a, "positive")
+    # where the question ends and the answer begins is part of the exchange; case and punctuation are not
+    assert fb.mark("u1", "what is my resting heart rate", "62 bpm", "positive") == "added"
+    assert fb.mark("u1", "what is my resting heart", "rate 62 bpm", "negative") == "added"
+    assert fb.mark("u1", "What is my resting heart rate?", "62 bpm.", "positive") == "removed"
+    assert [(e.query, e.label) for e in fb.list("u1")] == [("what is my resting heart", "negative")]
 
 
 def test_feedback_examples_are_isolated_per_user(r, emb, ns):

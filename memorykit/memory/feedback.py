@@ -130,7 +130,9 @@ class FeedbackStore:
         self.index = ensure_index(redis_client, feedback_schema(namespace, embedder.dims))
 
     def key(self, user_id: str, query: str, response: str) -> str:
-        digest = content_hash(query + "\x1f" + response)[:16]
+        # each part normalized on its own (case and punctuation do not make a new exchange), then the pair:
+        # joining the texts first let "... heart rate" + "62 bpm" and "... heart" + "rate 62 bpm" share a key
+        digest = content_hash(content_hash(query) + " " + content_hash(response))[:16]
         return user_key(self.namespace, "feedback", check_id(user_id, "user_id"), digest)
 
     def _doc(self, user_id: str, example: FeedbackExample, vector: Sequence[float]) -> dict[str, Any]:
