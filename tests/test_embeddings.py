@@ -71,11 +71,15 @@ def test_import_memorykit_leaves_the_environment_alone():
 def test_cache_stores_in_redis_and_forget_drops(r, emb):
     text = "a sentence only this test embeds 7f3a"
     emb.forget([text])
-    before = len(list(r.scan_iter(match="memorykit:embcache:*", count=1000)))
-    emb.embed(text)
+    before = set(r.scan_iter(match="memorykit:embcache:*", count=1000))
+    vector = emb.embed(text)
     emb.flush()  # embed() returns before its background write lands
-    after = len(list(r.scan_iter(match="memorykit:embcache:*", count=1000)))
-    assert after == before + 1
+    (new,) = set(r.scan_iter(match="memorykit:embcache:*", count=1000)) - before
+    entry = r.hgetall(new)
+    assert not any("7f3a" in str(k) or "7f3a" in str(v) for k, v in entry.items())  # a digest, never the text
+    assert entry["content"].startswith("sha256:") and emb.embed(text) == vector  # and it still hits
+    assert emb.vectorizer.cache.get(text, emb.vectorizer.model) is not None
+    before = len(before)
     emb.forget([text])
     assert len(list(r.scan_iter(match="memorykit:embcache:*", count=1000))) == before
     emb.embed(text)
