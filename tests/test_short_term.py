@@ -126,6 +126,24 @@ def test_thread_expires_and_leaves_the_thread_list(r, ns):
     assert h.list_threads() == []
 
 
+def test_a_thread_written_again_while_the_list_is_pruned_stays_listed(r, ns):
+    """list_threads finds t1 expired; an append brings it back before the prune: t1 must stay in the list
+    (forget_user finds threads through it), while the still-expired t2 is pruned."""
+    h, other = (mk.ChatHistory(r, "a|b", t, ttl=None, namespace=ns) for t in ("t1", "t2"))
+    h.append(U("old")), other.append(U("old too"))
+    r.delete(h.key, other.key)  # both expired
+    prune = h._prune
+
+    def append_then_prune(**kw):
+        mk.ChatHistory(r, "a|b", "t1", ttl=None, namespace=ns).append(U("my new secret"))
+        return prune(**kw)
+
+    h._prune = append_then_prune
+    assert h.list_threads() == []  # what it saw: both gone
+    assert r.zscore(h.threads_key, "t1") is not None and r.zscore(h.threads_key, "t2") is None
+    assert [t for t, _ in h.list_threads()] == ["t1"]
+
+
 @pytest.mark.parametrize("bad", [0, -5, 1.5, "60"])
 def test_bad_ttl_is_rejected(r, ns, bad):
     with pytest.raises(mk.ValidationError):

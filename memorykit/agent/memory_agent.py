@@ -375,4 +375,5 @@ class MemoryAgent:
             with self._step(turn, "working"):
                 self.working.observe(said, self.llm, user_id=uid, thread_id=tid)
         with self._step(turn, "summarize"):
-            summarize_if_needed(self.history(uid, tid), self.llm, policy=self.summary_policy)
+            summarize_if_needed(self.history(uid, tid), self.llm, policy=self.summary_policy,
+                                embedder=self.embedder)  # the agent's own, not a second one loaded here

@@ -212,6 +212,16 @@ end
 return #keys
 """
 
+# Remove thread ids (ARGV) from the user's thread list (KEYS[1]) whose thread (KEYS[i + 1]) is still gone: checked
+# and removed in one step, so a thread an append brings back meanwhile stays listed.
+_PRUNE = """
+local n = 0
+for i = 1, #ARGV do
+  if redis.call('EXISTS', KEYS[i + 1]) == 0 then n = n + redis.call('ZREM', KEYS[1], ARGV[i]) end
+end
+return n
+"""
+
 # Delete the thread, its summary, its recall vectors (the keys listed in its set) and the set.
 _DROP = """
 local doomed = redis.call('SMEMBERS', KEYS[3])
@@ -256,7 +266,8 @@ class ChatHistory:
         self.summary_key = f"{self.key}:summary"
         self.vectors_key = f"{self.key}:vectors"  # the keys of this thread's recall vectors (MessageIndex)
         self.threads_key = user_key(namespace, "user", user_id, "threads")
-        self._view, self._advance, self._remove, self._drop = map(r.register_script, (_VIEW, _ADVANCE, _REMOVE, _DROP))
+        self._view, self._advance, self._remove, self._drop, self._prune = map(
+            r.register_script, (_VIEW, _ADVANCE, _REMOVE, _DROP, _PRUNE))
 
     def __repr__(self) -> str:
         return f"ChatHistory(user_id={self.user_id!r}, thread_id={self.thread_id!r}, namespace={self.namespace!r})"
@@ -385,5 +396,6 @@ class ChatHistory:
             alive = pipe.execute()
         gone = [t for (t, _), ok in zip(entries, alive) if not ok]
         if gone:
-            self.r.zrem(self.threads_key, *gone)
+            self._prune(keys=[self.threads_key, *(user_key(self.namespace, "thread", self.user_id, t) for t in gone)],
+                        args=gone)
         return [(t, score) for (t, score), ok in zip(entries, alive) if ok]
