@@ -311,6 +311,32 @@ def test_eight_writers_same_fact_leave_one_memory(store, llm):
     assert store.count("u1", ["episodic"]) == 1
 
 
+def test_a_retry_asks_the_model_again_only_when_the_candidates_changed(store, llm):
+    """Another write for the same user and type lands while the model decides: remember() retries. If that
+    write was unrelated, the candidates are the same and the answer is reused; if it was a close fact, ask again."""
+    store.remember("User lives in Lisbon.", user_id="u1", llm=llm)
+    store.remember("User lives in Lisbon.", user_id="system", llm=llm)  # another user: never a candidate
+
+    def run(fact: str, interleaved: str) -> tuple[str, int]:
+        asked = []
+
+        class Decider:
+            label = "decider that lets another write in"
+
+            def perform(self, task, inp, tools=None):
+                asked.append(len(inp.existing))
+                if len(asked) == 1:  # while the first answer is being written, another turn stores a fact
+                    store.remember(interleaved, user_id="u1", llm=llm)
+                return llm.perform(task, inp, tools=tools)
+
+        decision = store.remember(fact, user_id="u1", llm=Decider())
+        return decision.action, len(asked)
+
+    assert run("User moved to Porto.", "User's favourite colour is green.") == ("UPDATE", 1)  # the same candidates
+    action, asked = run("User moved to Braga.", "User moved to Faro.")      # a close fact: a new candidate
+    assert asked == 2 and action == "UPDATE"
+
+
 def test_eight_writers_updating_one_memory_leave_one_current_version(store, llm):
     first = store.remember("User lives in Lisbon.", user_id="u1", llm=llm)
     cities = ["Rome", "Paris", "Madrid", "Oslo", "Vienna", "Prague", "Dublin", "Athens"]

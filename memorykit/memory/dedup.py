@@ -266,7 +266,7 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
                      source_messages=list(source_messages or []), observed_at=observed_at)
     vector = store.embedder.embed(new.content)
     ledger = ledger_key(store, owner, memory_type)
-    attempts, calls = [0], [0]
+    attempts, calls, decided = [0], [0], {}  # decided: the model's answers by candidate set, kept across retries
 
     def attempt(pipe) -> Decision:
         attempts[0] += 1
@@ -274,7 +274,7 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
             raise MemoryKitError(f"remember() gave up after {MAX_RETRIES} conflicting writes for one user; "
                                  "retry later or write less concurrently")
         fresh = replace(new)  # each attempt starts from the fact as given
-        decision = _cascade(store, fresh, vector, llm)
+        decision = _cascade(store, fresh, vector, llm, decided)
         calls[0] += decision.model_calls
         decision.model_calls = calls[0]
         if decision.action != "NOOP":
@@ -286,7 +286,9 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
     return store.redis.transaction(attempt, ledger, value_from_callable=True)
 
 
-def _cascade(store: MemoryStore, new: Memory, vector, llm) -> Decision:
+def _cascade(store: MemoryStore, new: Memory, vector, llm, decided: dict | None = None) -> Decision:
+    """Exact, near-identical, then the model. ``decided`` keeps the model's answer per set of candidates: a
+    retry after another write for the same owner asks again only if the candidates changed."""
     owner = dict(user_id=new.user_id, shared=new.user_id is None)
     same = find_exact(store, new.content, memory_type=new.memory_type, repair=False, vector=vector,
                       **owner)  # the ledger is WATCHed
@@ -298,15 +300,18 @@ def _cascade(store: MemoryStore, new: Memory, vector, llm) -> Decision:
     nearest = hits[0]
     if near_identical(new.content, nearest.memory.content, nearest.distance):
         return Decision("NOOP", nearest.memory, nearest.memory, "a near-identical memory", "semantic")
-    out = decide(new.content, [h.memory for h in hits], llm)
+    decided = {} if decided is None else decided
+    seen = tuple((h.memory.id, h.memory.content_hash, h.memory.invalid_at) for h in hits)
+    calls = 0 if seen in decided else 1
+    out = decided[seen] = decided.get(seen) or decide(new.content, [h.memory for h in hits], llm)
     if out.action == "ADD":
-        return Decision("ADD", new, None, out.reason, "decided", 1)
+        return Decision("ADD", new, None, out.reason, "decided", calls)
     target = hits[out.target]
     if out.action == "NOOP":
-        return Decision("NOOP", target.memory, target.memory, out.reason, "decided", 1)
+        return Decision("NOOP", target.memory, target.memory, out.reason, "decided", calls)
     if out.content:  # the model reworded the fact it wants stored
         new.content, new.content_hash = out.content, content_hash(out.content)
-    return Decision(out.action, new, target.memory, out.reason, "decided", 1)
+    return Decision(out.action, new, target.memory, out.reason, "decided", calls)
 
 
 def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, stamp_now: bool = True) -> None:
