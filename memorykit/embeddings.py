@@ -18,6 +18,7 @@ import functools
 import hashlib
 import logging
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Sequence
 
@@ -32,6 +33,10 @@ from .keys import EMBEDDINGS_CACHE
 log = logging.getLogger(__name__)
 # One writer thread stores new vectors in the cache after embed() has returned them, in submission order.
 _CACHE_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memorykit-embcache")
+# At most this many cache writes wait at once: with a slow Redis, a busy process skips caching (a later
+# embed() recomputes) instead of piling up vectors, and forget() never waits for an endless backlog.
+MAX_QUEUED_CACHE_WRITES = 1024
+_QUEUED = threading.BoundedSemaphore(MAX_QUEUED_CACHE_WRITES)
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 TRAINING_BATCH = 64
@@ -110,6 +115,10 @@ def _text_free_cache_class():
     return TextFreeEmbeddingsCache
 
 
+def _release(_future) -> None:
+    _QUEUED.release()
+
+
 def _cache_write(cache, items: list[dict]) -> None:
     try:
         cache.mset(items)
@@ -148,8 +157,9 @@ class Embedder:
         if hit:
             return _float32(hit["embedding"])
         vector = self.vectorizer.embed(text, skip_cache=True)
-        _CACHE_WRITER.submit(_cache_write, cache, [{"content": text, "model_name": self.vectorizer.model,
-                                                    "embedding": vector}])
+        if _QUEUED.acquire(blocking=False):
+            _CACHE_WRITER.submit(_cache_write, cache, [{"content": text, "model_name": self.vectorizer.model,
+                                                        "embedding": vector}]).add_done_callback(_release)
         return _float32(vector)
 
     @staticmethod

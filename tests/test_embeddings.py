@@ -3,6 +3,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -86,6 +87,28 @@ def test_cache_stores_in_redis_and_forget_drops(r, emb):
     emb.forget([text])  # waits for the pending write first: the forgotten text stays gone
     emb.flush()
     assert len(list(r.scan_iter(match="memorykit:embcache:*", count=1000))) == before
+
+
+def test_a_stalled_cache_writer_queues_a_bounded_number_of_writes(emb, monkeypatch):
+    """With the cache writer stuck (a slow Redis), embed() still answers at once; past the bound it skips
+    caching instead of queueing without limit, and the vectors are the same either way."""
+    import memorykit.embeddings as embeddings
+
+    texts = [f"bounded cache queue text {i} 9c1e" for i in range(6)]
+    emb.forget(texts)
+    expected = [emb.vectorizer.embed(t, skip_cache=True) for t in texts]
+    gate, write = threading.Event(), embeddings._cache_write
+    monkeypatch.setattr(embeddings, "_QUEUED", threading.BoundedSemaphore(3))
+    monkeypatch.setattr(embeddings, "_cache_write", lambda cache, items: (gate.wait(30), write(cache, items)))
+    got = [emb.embed(t) for t in texts]
+    gate.set()
+    emb.flush()
+    cached = emb.vectorizer.cache.mget(texts, model_name=emb.vectorizer.model)
+    assert [hit is not None for hit in cached] == [True] * 3 + [False] * 3
+    assert np.abs(np.array(got) - np.array(expected)).max() < 1e-6
+    assert [emb.embed(t) for t in texts] == got  # cached or not, the same vector
+    emb.flush()
+    emb.forget(texts)
 
 
 @pytest.mark.parametrize("bad", ["", "   ", "\n\t"])
