@@ -84,6 +84,14 @@ def test_filters_are_redisvl_objects(store):
     assert [h.memory.content for h in store.search("learned", user_id="u", topics=["sea"])] == ["User learned to sail"]
     assert [h.memory.content for h in store.search("learned", user_id="u", filters=Tag("topics") == "sea")] == \
         ["User learned to sail"]
+    for mode in ("vector", "text", "hybrid"):  # a topic is matched the same way by every kind of search
+        assert [h.memory.content for h in store.search("learned", user_id="u", topics="sea", mode=mode)] == \
+            ["User learned to sail"], mode
+    with pytest.raises(mk.ValidationError, match="comma"):
+        store.add("User learned to row", user_id="u", topics=["sport,sea"])
+    with pytest.raises(mk.ValidationError, match="comma"):
+        store.search("learned", user_id="u", topics=["sport,sea"], mode="text")
+    assert store.count("u") == 2
 
 
 def test_last_accessed_updated_on_retrieval_only(store):

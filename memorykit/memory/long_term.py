@@ -27,7 +27,7 @@ from . import dedup, retrieval, vectors
 from .index import (MEMORY_TYPES, content_hash, decoded, delete_keys, ensure_index, forget_user, has_query_engine,
                     json_docs, memory_type_list, owner_field, owner_of, readable_tags, tag_of, user_scope, validity,
                     visible_tags)
-from .records import MEMORY_CONTEXT_HEADER, Memory, MemoryHit, format_memories  # noqa: F401 (re-exported)
+from .records import MEMORY_CONTEXT_HEADER, Memory, MemoryHit, format_memories, topic_list  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,7 @@ def memory_schema(namespace: str) -> dict[str, Any]:
             {"name": "invalid_at", "type": "numeric", "attrs": {"index_missing": True}},
         ],
     }
+
 
 
 class MemoryStore:
@@ -106,7 +107,7 @@ class MemoryStore:
             raise ValidationError(f"a memory is limited to {MAX_MEMORY_CHARS} characters (got {len(content)}): "
                                   "store a short statement, not a document")
         owner, now = owner if owner is None else check_id(owner, "user_id"), time.time()
-        topics = [t.strip().lower() for t in topics or [] if t and t.strip()]
+        topics = topic_list(topics)
         return Memory(content=content.strip(), user_id=owner, memory_type=memory_type, topics=topics,
                       content_hash=content_hash(content), created_at=now, updated_at=now,
                       valid_from=now if observed_at is None else observed_at, **extra)
@@ -210,7 +211,7 @@ class MemoryStore:
             if fresh is not None and fresh.content != memory.content:
                 changes.update(content=fresh.content, content_hash=fresh.content_hash)
             if topics is not None:
-                changes["topics"] = [t.strip().lower() for t in topics if t and t.strip()]
+                changes["topics"] = topic_list(topics)
             if metadata is not None:
                 changes["metadata"] = {**memory.metadata, **metadata}
             moves = dedup.ledger_moves(self, pipe, memory, changes.get("content_hash", memory.content_hash))
@@ -331,7 +332,7 @@ class MemoryStore:
         if mode != "vector" or recency:
             expr = self._filter(user_id, memory_types, as_of)
             if topics:
-                expr = expr & (Tag("topics") == [t.lower() for t in topics])
+                expr = expr & (Tag("topics") == topic_list(topics))
             if filters is not None:
                 expr = expr & filters
             hits = retrieval.search(self, query, vector, expr, near, user_id=user_id,
@@ -351,10 +352,11 @@ class MemoryStore:
                  filters: FilterExpression | None = None) -> list[tuple[str, float, float | None]]:
         """(document key, cosine distance, created_at) of the ``count`` nearest memories the user sees."""
         if filters is None:
-            return vectors.nearest(self, self._scopes(user_id, memory_types), vector, count, as_of, topics)
+            return vectors.nearest(self, self._scopes(user_id, memory_types), vector, count, as_of,
+                                   topic_list(topics) if topics else topics)
         expr = self._filter(user_id, memory_types, as_of) & filters
         if topics:
-            expr = expr & (Tag("topics") == [t.lower() for t in topics])
+            expr = expr & (Tag("topics") == topic_list(topics))
         return vectors.filtered(self.redis, self.need_index("search(filters=...)"), expr, vector, count)
 
     def _hits(self, rows, user_id, memory_types, touch: bool | None = None) -> list[MemoryHit]:

@@ -5,6 +5,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from ..errors import ValidationError
 from ..messages import new_id
 
 
@@ -66,3 +67,14 @@ def format_memories(items: Iterable[MemoryHit | Memory], header: str = MEMORY_CO
     memories = [getattr(item, "memory", item) for item in items or []]
     lines = [f"- [{m.memory_type.upper()}] {' '.join(m.content.split())}" for m in memories if m.content.strip()]
     return "\n".join([header, *lines]) if lines else ""
+
+
+def topic_list(topics: Iterable[str] | None) -> list[str]:
+    """Topics as stored and matched: trimmed, lower case, blanks dropped. A comma is refused: the search index
+    splits tags at commas, so "a,b" would match "a" in text search but not in vector search."""
+    topics = [topics] if isinstance(topics, str) else topics or []  # one topic given as a bare string
+    out = [t.strip().lower() for t in topics if isinstance(t, str) and t.strip()]
+    bad = [t for t in out if "," in t]
+    if bad:
+        raise ValidationError(f"a topic cannot contain a comma: {bad[0]!r} (pass separate topics instead)")
+    return out
