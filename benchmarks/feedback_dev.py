@@ -17,7 +17,8 @@ invented (detection), the wrong polarity, or the right turn attached to the wron
     python benchmarks/feedback_dev.py --compare split+7p --rules threshold parts   # rule grids, one fit per fold
 
 Names: the split-training experiment's "shipped" is variant ``B-vocab-w3`` here (positive-or-negative on every --files
-file), the setup it shipped is ``shipped-5``, and the models shipped now are variant ``split+7p``.
+file), the setup it shipped is ``shipped-5``, and the models shipped now are variant ``split+7p`` with ``--rules parts``
+(the default run, without ``--compare``, uses the shipped rules too).
 
 Split-training experiment (2026-11-26, ``--compare``, 5 grouped folds over the five training files, thresholds
 chosen per fold on the training part's dev windows): fold F1 / mean / old held-out / course windows --
@@ -364,7 +365,7 @@ def main() -> None:
         def train(files):       # this fold's training windows of ``files`` (None: of every file)
             return None if files is None else [fm.window_of(r) for f in files for r in by_file[f] if not held(r)]
         model = SplitModel(embedder, train(args.turn_files or args.files), sentences,
-                           train(args.polarity_files), train(args.attach_files), **SHIPPED)
+                           train(args.polarity_files), train(args.attach_files), **SHIPPED, grid=fm.GRID)
         test = [r for r in rows if held(r)]
         p = score(test, model)
         components([fm.window_of(r) for r in test], model, causes)
@@ -374,7 +375,7 @@ def main() -> None:
     print("  causes:", dict(sorted(causes.items())))
     final = SplitModel(embedder, fm.labelled_windows(args.train_files or fm.TRAINING_FILES), sentences,
                        *(None if f is None else fm.labelled_windows(f) for f in (
-                                 args.final_polarity_files, args.final_attach_files)), **SHIPPED)
+                                 args.final_polarity_files, args.final_attach_files)), **SHIPPED, grid=fm.GRID)
     print(f"old held-out: {score(heldout('feedback'), final)}")
     course = read_jsonl(data_path("feedback", "windows.jsonl"))
     bad = [w["id"] for w in course if score([w], final).f1 < 1.0 and (w["expected"] or score([w], final).fp)]
