@@ -218,7 +218,8 @@ class BlendedModel(fm.FeedbackModel):
         """The same model with another blend, its threshold chosen again on the dev windows."""
         final = self.turns, self.attach
         self.blend, (self.turns, self.attach) = blend, self.dev_models
-        self.threshold, self.dev_f1 = self._calibrate(self.dev_windows)
+        self.rule, self.dev_f1 = self._calibrate(self.dev_windows)
+        self.threshold = self.rule.threshold
         self.turns, self.attach = final
         return self
 

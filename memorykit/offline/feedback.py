@@ -83,12 +83,11 @@ def analyze(pairs: Sequence[tuple[str, str]], model=None) -> list[FoundFeedback]
     asked again almost verbatim is negative feedback on the previous answer (implicit).
     """
     model = model or feedback_model()
-    turns = {j: (k, label, "explicit") for j, k, label in model.found(pairs)}
-    for j in range(1, len(pairs)):
-        if repeats(pairs[j][0], pairs[j - 1][0]):
-            turns[j] = (j - 1, "negative", "implicit")
+    again = {j for j in range(1, len(pairs)) if repeats(pairs[j][0], pairs[j - 1][0])}
+    turns = [(j, k, label, "explicit") for j, k, label in model.found(pairs) if j not in again]
+    turns += [(j, j - 1, "negative", "implicit") for j in again]
     found: dict[tuple[str, str], FoundFeedback] = {}
-    for j, (k, label, signal) in sorted(turns.items()):
+    for j, k, label, signal in sorted(turns):
         query, response = pairs[origin_of(pairs, k)][0].strip(), pairs[k][1].strip()
         if label == "negative" and signal == "explicit" and "correction" in routes_of(pairs[j][0]):
             label = "correction"

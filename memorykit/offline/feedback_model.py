@@ -13,17 +13,15 @@ Two small learned models over sentence embeddings (all-MiniLM-L6-v2):
 Trained on windows written apart from the method (``TRAINING_FILES``: six files of
 ``data/independent_train/``; ``feedback_6.jsonl`` lowered dev CV) and on the course's labelled
 sentences (``data/routes/feedback.jsonl``, turn model only). One window in five (by id) is a dev split
-that chooses the turn model's threshold (how sure it must be before it reports feedback: abstaining
+that chooses the :class:`Rule` (how sure the model must be before it reports feedback: abstaining
 beats a wrong guess); then all are refit on every row. Positive or negative has the course's sentences
-weighted ``SENTENCE_WEIGHT`` and its own n-gram vocabulary (grouped 5-fold dev CV 0.542 ->
-0.590). Feedback-or-none also sees a turn of several sentences in parts (``split``: its head without
-the last sentence, and that last sentence), so "Ok thanks. Now show my workouts" (a courtesy, then a
-new request) can be learned apart from "That worked, thanks! Now show my workouts" (a judgement, then
-a new request): trained on five files without the parts it read the course's window w22 as feedback
-at every threshold; with them, dev CV 0.588 -> 0.651 (``benchmarks/feedback_dev.py --compare shipped-5
-split-5``), old held-out split 0.87 -> 0.88, course windows 18/18. Adding ``feedback_7.jsonl`` (written
-for exactly this) to all three models: seven-file dev CV 0.578 (the earlier setup) -> 0.653 -> 0.664. On the
-independent set F1 stayed 0.70 (one look: P 0.77 -> 0.69, R 0.65 -> 0.71).
+weighted ``SENTENCE_WEIGHT`` and its own n-gram vocabulary. Feedback-or-none also sees a turn of several
+sentences in parts (``split``: its head and its last sentence), so "Ok thanks. Now show my workouts" (a
+courtesy, then a new request) is learned apart from "That worked, thanks! Now show my workouts".
+A turn that judges two answers ("the merge trick worked. the compress one made it blurry") is read
+sentence by sentence too: when its feedback sentences attach to different exchanges, each surely enough
+(a margin chosen on the dev windows), it gives one item per exchange (``GRID``; the measurements are in
+``benchmarks/feedback_dev.py``). Abstaining on an unsure polarity or attachment lowered dev F1 there.
 The fit is cached on disk like the other offline models (``fit_cache``; training texts embedded in
 batches), so a process loads it instead of refitting on 1,166 windows; run-time turns get vectors of
 their own, one at a time. The evaluation sets are never read here.
@@ -46,10 +44,12 @@ from ..course.routing import get_router, readable
 from .fit_cache import cached, fingerprint
 from .text import Encoder, content_words, sentences
 
-VERSION = "1"
+VERSION = "2"
 LABELS = ("none", "positive", "negative")
 C = 4.0
 THRESHOLDS = tuple(round(0.30 + 0.05 * i, 2) for i in range(9))     # P(feedback) needed: 0.30 .. 0.70
+LOW_THRESHOLDS = tuple(round(0.10 + 0.05 * i, 2) for i in range(4)) + THRESHOLDS      # 0.10 .. 0.70
+NEVER = 2.0                 # a margin no reading reaches (parts: never two items from one turn)
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)?")
 ROUTE_LABELS = {"positive": "positive", "negative": "negative", "correction": "negative", "polite": "positive"}
 
@@ -62,6 +62,45 @@ class Window:
     labels: tuple[str, ...]          # per turn: none / positive / negative (turn 0: none)
     targets: tuple[int, ...]         # per turn: the exchange its feedback is about (-1: none)
     dev: bool
+    items: frozenset = frozenset()   # every expected (exchange, label), two from a turn that judges two answers
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How sure the model must be before it reports an item (both chosen on the dev windows): P(feedback) at
+    least ``threshold``; a turn whose feedback sentences attach to different exchanges, each with its best
+    exchange's P ahead of the second's by ``parts``, gives one item per exchange (``NEVER``: one per turn)."""
+
+    threshold: float
+    parts: float = NEVER
+
+
+def grid(name: str) -> tuple[Rule, ...]:
+    """Candidate rules: ``threshold`` (0.30 .. 0.70), ``low`` (from 0.10), ``parts`` (low x parts margins)."""
+    return {"threshold": tuple(Rule(t) for t in THRESHOLDS),
+            "low": tuple(Rule(t) for t in LOW_THRESHOLDS),
+            "parts": tuple(Rule(t, m) for t in LOW_THRESHOLDS for m in (NEVER, 0.0, 0.2, 0.4, 0.6, 0.8))}[name]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the models say about user turn ``j``: P(feedback), P(negative | feedback), P(each earlier
+    exchange) and, for a turn of several sentences, the same per sentence (``parts``)."""
+
+    j: int
+    given: float
+    negative: float
+    attach: tuple[float, ...]
+    parts: tuple = ()
+
+    @property
+    def target(self) -> int:
+        return int(np.argmax(self.attach))
+
+    @property
+    def attach_margin(self) -> float:
+        top = sorted(self.attach, reverse=True) + [0.0]
+        return top[0] - top[1]
 
 
 def _read(*parts: str) -> list[dict]:
@@ -74,20 +113,22 @@ def _read(*parts: str) -> list[dict]:
 TRAINING_FILES = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl", "feedback_4.jsonl", "feedback_5.jsonl",
                   "feedback_7.jsonl")
 POLARITY_FILES = TRAINING_FILES
+GRID = "parts"               # the shipped rules: a threshold, and one item per answer a turn's sentences judge apart
 SENTENCE_WEIGHT = 3.0        # the course's sentences among many more window turns in positive-or-negative
 
 
 def window_of(row: dict) -> Window:
     """One training row (``exchanges``, ``expected`` with ``feedback_text``) as a labelled window."""
     pairs = tuple((str(u or ""), str(a or "")) for u, a in row["exchanges"])
-    labels, targets = ["none"] * len(pairs), [-1] * len(pairs)
+    labels, targets, items = ["none"] * len(pairs), [-1] * len(pairs), set()
     for e in row["expected"]:
         turns = [j for j in range(1, len(pairs)) if pairs[j][0] == e.get("feedback_text")]
         for j in turns[:1]:
             about = [k for k in range(j) if pairs[k][0] == e["query"]]
             if about:
                 labels[j], targets[j] = e["label"], about[-1]
-    return Window(pairs, tuple(labels), tuple(targets), zlib.crc32(row["id"].encode()) % 5 == 0)
+                items.add((about[-1], e["label"]))
+    return Window(pairs, tuple(labels), tuple(targets), zlib.crc32(row["id"].encode()) % 5 == 0, frozenset(items))
 
 
 def labelled_windows(files: Sequence[str] = TRAINING_FILES) -> list[Window]:
@@ -171,8 +212,8 @@ class FeedbackModel:
 
     def __init__(self, embedder, windows: Sequence[Window], sentences: Sequence[tuple[str, str]],
                  polarity: Sequence[Window] | None = None, sentence_weight: float = 1.0, own_vocab: bool = False,
-                 split: bool = False):
-        self.vectors, self.split = Embeddings(embedder), split
+                 split: bool = False, grid: str = "threshold"):
+        self.vectors, self.split, self.grid = Embeddings(embedder), split, grid
         rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
         rows += [(text, "", label, False) for text, label in sentences]
         self.vocab, self.own_vocab = vocabulary([r[0] for r in rows]), own_vocab
@@ -182,7 +223,8 @@ class FeedbackModel:
         signs = polarity_rows(windows if polarity is None else polarity, sentences, sentence_weight)
         self.turns = self._fit_turns(x[~dev], given[~dev], [r for r in signs if not r[4]])
         self.attach = self._fit_attach([w for w in windows if not w.dev])
-        self.threshold, self.dev_f1 = self._calibrate([w for w in windows if w.dev])
+        self.rule, self.dev_f1 = self._calibrate([w for w in windows if w.dev])
+        self.threshold = self.rule.threshold
         self.turns, self.attach = self._fit_turns(x, given, signs), self._fit_attach(windows)
 
     def __getstate__(self) -> dict:
@@ -245,44 +287,92 @@ class FeedbackModel:
 
     def turn_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """P(none), P(positive), P(negative) for each user turn after the first."""
-        texts = [p[0] for p in pairs[1:]]
+        return self.probabilities([p[0] for p in pairs[1:]], [p[0] for p in pairs[:-1]])
+
+    def probabilities(self, texts: Sequence[str], previous: Sequence[str]) -> np.ndarray:
+        """P(none), P(positive), P(negative) of each turn in ``texts``, read after its ``previous`` question."""
         if not texts:
             return np.zeros((0, len(LABELS)))
-        previous = [p[0] for p in pairs[:-1]]
         (detect, (vocab, sign)) = self.turns
         x, px = self.features([self.vocab, vocab], texts, previous)
         x = self.detection_features(x, texts)
         given, negative = detect.predict_proba(x)[:, 1], sign.predict_proba(px)[:, 1]
         return np.stack([1.0 - given, given * (1.0 - negative), given * negative], axis=1)
 
+    def attach_probabilities(self, pairs: Sequence[tuple[str, str]], j: int, turn: str | None = None) -> np.ndarray:
+        """P(each earlier exchange k < j) that turn j (or ``turn`` read in its place) is about it."""
+        if j == 1:
+            return np.ones(1)
+        if turn is not None:
+            pairs = [*pairs[:j], (turn, "")]
+        d = self.attach.decision_function(attach_features(pairs, j, self.vectors))
+        e = np.exp(d - d.max())
+        return e / e.sum()
+
     def target(self, pairs: Sequence[tuple[str, str]], j: int) -> int:
         """The earlier exchange turn j's feedback is about."""
-        if j == 1:
-            return 0
-        return int(np.argmax(self.attach.decision_function(attach_features(pairs, j, self.vectors))))
+        return int(np.argmax(self.attach_probabilities(pairs, j)))
 
-    def found(self, pairs: Sequence[tuple[str, str]], threshold: float | None = None) -> list[tuple[int, int, str]]:
-        """(feedback turn, target exchange, label) for every turn sure enough to be feedback."""
-        t = self.threshold if threshold is None else threshold
+    def readings(self, pairs: Sequence[tuple[str, str]], parts: bool = False) -> list[Reading]:
+        """A :class:`Reading` of every user turn after the first (with its sentences' when ``parts``)."""
         out = []
         for j, p in enumerate(self.turn_probabilities(pairs), start=1):
-            if 1.0 - p[0] >= t:
-                out.append((j, self.target(pairs, j), "positive" if p[1] >= p[2] else "negative"))
+            given = float(1.0 - p[0])
+            bits = sentences(pairs[j][0]) if parts else []
+            split = ()
+            if len(bits) > 1:
+                q = self.probabilities(bits, [pairs[j - 1][0]] * len(bits))    # each sentence after the question
+                split = tuple(Reading(j, float(1.0 - r[0]), float(r[2] / max(1.0 - r[0], 1e-9)),
+                                      tuple(self.attach_probabilities(pairs, j, b)))
+                              for b, r in zip(bits, q))
+            out.append(Reading(j, given, float(p[2] / max(given, 1e-9)), tuple(self.attach_probabilities(pairs, j)),
+                               split))
         return out
 
-    def _calibrate(self, windows: Sequence[Window]) -> tuple[float, float]:
-        """The threshold with the best F1 of (target, label) pairs on the dev windows."""
-        f1s = {}
-        for t in THRESHOLDS:
-            tp = fp = fn = 0
-            for w in windows:
-                got = {(k, label) for _, k, label in self.found(w.pairs, t)}
-                want = {(k, label) for k, label in zip(w.targets, w.labels) if k >= 0}
-                tp, fp, fn = tp + len(got & want), fp + len(got - want), fn + len(want - got)
-            f1s[t] = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-        best = max(f1s.values())
-        plateau = [t for t, f in f1s.items() if f == best]
-        return plateau[len(plateau) // 2], best
+    @staticmethod
+    def choose(r: Reading, rule: Rule) -> list[tuple[int, int, str]]:
+        """(turn, exchange, label) items ``rule`` reports for reading ``r``: none, one, or one per exchange
+        its sentences judge apart."""
+        if r.given < rule.threshold:
+            return []
+        fed = [s for s in r.parts if s.given >= rule.threshold]
+        groups: dict[int, list[Reading]] = {}
+        for s in fed:
+            groups.setdefault(s.target, []).append(s)
+        if len(groups) > 1 and all(s.attach_margin >= rule.parts for s in fed):
+            return [(r.j, k, "negative" if np.mean([s.negative for s in g]) > 0.5 else "positive")
+                    for k, g in sorted(groups.items())]
+        return [(r.j, r.target, "negative" if r.negative > 0.5 else "positive")]
+
+    def found(self, pairs: Sequence[tuple[str, str]], rule: Rule | float | None = None) -> list[tuple[int, int, str]]:
+        """(feedback turn, target exchange, label) for every item the rule (default: the calibrated one) reports."""
+        rule = self.rule if rule is None else rule if isinstance(rule, Rule) else Rule(rule)
+        parts = rule.parts < NEVER
+        return [item for r in self.readings(pairs, parts) for item in self.choose(r, rule)]
+
+    def _calibrate(self, windows: Sequence[Window], name: str | None = None) -> tuple[Rule, float]:
+        """The rule of the grid with the best F1 of (target, label) pairs on the dev windows; among equals the
+        plainest, then the middle threshold."""
+        rules = grid(name or self.grid)
+        parts = any(r.parts < NEVER for r in rules)
+        read = [(self.readings(w.pairs, parts), w.items or {(k, label) for k, label in zip(w.targets, w.labels)
+                                                            if k >= 0}) for w in windows]
+        return pick(rules, read, self.choose)
+
+
+def pick(rules: Sequence[Rule], read: Sequence[tuple], choose) -> tuple[Rule, float]:
+    """The best rule on ``read`` ((readings, wanted items) per dev window): best F1, fewest splits, middle threshold."""
+    f1s = {}
+    for rule in rules:
+        tp = fp = fn = 0
+        for readings, want in read:
+            got = {(k, label) for r in readings for _, k, label in choose(r, rule)}
+            tp, fp, fn = tp + len(got & want), fp + len(got - want), fn + len(want - got)
+        f1s[rule] = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+    best = max(f1s.values())
+    plainest = max(r.parts for r, f in f1s.items() if f == best)        # one item per turn when equal
+    plateau = [r for r, f in f1s.items() if f == best and r.parts == plainest]
+    return plateau[len(plateau) // 2], best
 
 
 def course_sentences() -> list[tuple[str, str]]:
@@ -297,7 +387,7 @@ RUN_TIME_MEMO = 4096       # turns whose vectors a process keeps at run time (a 
 def fit(embedder) -> FeedbackModel:
     """The shipped setup, trained on every training file."""
     return FeedbackModel(embedder, labelled_windows(), course_sentences(), labelled_windows(POLARITY_FILES),
-                         SENTENCE_WEIGHT, own_vocab=True, split=True)
+                         SENTENCE_WEIGHT, own_vocab=True, split=True, grid=GRID)
 
 
 @functools.lru_cache(maxsize=2)
