@@ -367,6 +367,19 @@ def test_giving_up_a_named_preference_removes_it_not_a_goal(r, ns, llm):
     assert "vegan" in wm.get(keeper) and "sourdough" in wm.get(keeper)
 
 
+def test_someone_elses_plan_is_not_the_users_goal(r, ns, llm):
+    """A plan whose subject is someone else ("my son says he wants ...") is not stored; one the user shares
+    ("my sister and I want ...") is."""
+    wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE, scope="user")
+    parent, runner = "a|b {son}", "Zoë"
+    for user in (parent, runner):
+        wm.observe("I want to learn to swim this summer.", llm, user_id=user)
+    wm.observe("My son says he wants to become a chef.", llm, user_id=parent)
+    wm.observe("My sister and I want to run a marathon.", llm, user_id=runner)
+    assert "chef" not in wm.get(parent) and "swim" in wm.get(parent)
+    assert "marathon" in wm.get(runner) and "swim" in wm.get(runner) and "marathon" not in wm.get(parent)
+
+
 def test_a_release_is_left_alone_when_it_is_unclear_which_item_it_means():
     from memorykit.offline.working_read import read, released
 
