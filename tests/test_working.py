@@ -302,6 +302,9 @@ def test_domain_modules_know_nothing_of_the_offline_backend():
     ("My name is Robert but my friends call me Bob", "Bob"), ("Don't call me Bobby, I'm Robert", "Robert"),
     ("Everyone calls me Kit, not Katherine.", "Kit"),
     ("I'm tired today", None), ("I'm Italian and I love pasta", None), ("I'm on Pacific time", None),
+    # the full name a user gives is kept; a comma or a lowercase word ends it
+    ("Good morning. I am Halvard Brekke and I live in Bergen.", "Halvard Brekke"),
+    ("Hello, this is Amara Nwosu, writing from Accra.", "Amara Nwosu"), ("I'm Mark, I live in Leeds.", "Mark"),
 ])
 def test_read_name(text, name):
     assert read(text).name == name
@@ -349,6 +352,32 @@ def test_a_turn_that_gives_a_goal_up_removes_that_goal_for_that_user_only(r, ns,
     wm.observe("Scratch the TOEIC, my company doesn't need it anymore.", llm, user_id=quitter)
     assert "TOEIC" not in wm.get(quitter) and "Thai food" in wm.get(quitter)
     assert "TOEIC" in wm.get(keeper) and "Thai food" in wm.get(keeper)
+
+
+def test_giving_up_a_named_preference_removes_it_not_a_goal(r, ns, llm):
+    """A drop that names a stored preference ("not vegan anymore") gives that preference up; the goal stays,
+    and the other user's profile is untouched."""
+    wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE, scope="user")
+    changer, keeper = "*{vegan}|ü", "bea"
+    for user in (changer, keeper):
+        wm.observe("I keep a vegan diet, so please suggest recipes without dairy.", llm, user_id=user)
+        wm.observe("I want to learn to bake sourdough bread.", llm, user_id=user)
+    wm.observe("I'm not vegan anymore, my doctor wants me to eat eggs.", llm, user_id=changer)
+    assert "vegan" not in wm.get(changer) and "sourdough" in wm.get(changer)
+    assert "vegan" in wm.get(keeper) and "sourdough" in wm.get(keeper)
+
+
+def test_someone_elses_plan_is_not_the_users_goal(r, ns, llm):
+    """A plan whose subject is someone else ("my son says he wants ...") is not stored; one the user shares
+    ("my sister and I want ...") is."""
+    wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE, scope="user")
+    parent, runner = "a|b {son}", "Zoë"
+    for user in (parent, runner):
+        wm.observe("I want to learn to swim this summer.", llm, user_id=user)
+    wm.observe("My son says he wants to become a chef.", llm, user_id=parent)
+    wm.observe("My sister and I want to run a marathon.", llm, user_id=runner)
+    assert "chef" not in wm.get(parent) and "swim" in wm.get(parent)
+    assert "marathon" in wm.get(runner) and "swim" in wm.get(runner) and "marathon" not in wm.get(parent)
 
 
 def test_a_release_is_left_alone_when_it_is_unclear_which_item_it_means():

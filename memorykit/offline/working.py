@@ -59,6 +59,13 @@ class Lists:
         if fact.kind == "release":
             self.release(fact)
             return
+        hit = working_read.named_preference(fact, self.lists) if fact.kind == "drop" else None
+        if hit:   # gives up a stored preference it names (a turn changes one thing)
+            if fact.message not in self.changed:
+                self.changed.add(fact.message)
+                self.lists[hit[0]] = [i for i in self.lists[hit[0]] if i != hit[1]]
+                self.log.append("removed " + hit[1])
+            return
         target = targets(fact.kind, set(self.lists))
         if target is None:
             return

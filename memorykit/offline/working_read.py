@@ -26,14 +26,32 @@ PLACE_THRESHOLD = 0.5     # 0.4 found 1 more home but set 2 timezones where ther
 CLAUSE_THRESHOLD = 0.3    # facts found 48 -> 50 of 65 at 0.4 -> 0.3, precision 45/58 -> 47/62
 REPLACE_THRESHOLD = 0.7   # with the change model: dev dialogs recall 192 -> 197 of 229, superseded 12 -> 14 of 120 (0.8: 201, 15)
 CHANGE_THRESHOLD = 0.5   # a turn this sure to change something replaces its best-ranked stored item ...
+                         # (session 9: 0.45 dev superseded left 22 -> 20 of 252, recall 394 the same, with
+                         # RELEASE_CHANGE 0.6 and OTHERS 394, 16; but the held-out split 0.901 -> 0.889: kept 0.5)
 CHANGE_FLOOR = 0.1       # ... if the pairwise revision model gives that item at least this
 SECOND_SPAN = 1          # read a second fact after a clause's span and a comma (0: off; a dev switch)
-RELEASE_CHANGE = 0.7      # a turn with no fact this sure to change something gives a stored item up ...
+RELEASE_CHANGE = 0.6      # a turn with no fact this sure to change something gives a stored item up (session 9:
+                          # 0.7 -> 0.6 superseded left 22 -> 20, recall the same) ...
 RELEASE_FLOOR = 0.8       # ... the item the revision model ranks first, if it is this sure of it (dev: 0.3-0.8 the same;
                           # 0.8 keeps an unrelated goal when the one given up was never stored) ...
 RELEASE_MARGIN = 0.1      # ... and this far ahead of the next one (else unclear which: left as it is)
 NAME_BEST = 1             # of several names in one message, the surest (0: the last one named)
 RENAME_THRESHOLD = 0.5    # a name already stored is replaced by a surer reading than a first name needs
+# Session 9, dev dialogs of sets 1-4 (115, benchmarks/working_dev.py --variants; main 387/460, 24/252 superseded
+# left; course dialogs_dev 36/38 0/6 and held-out 71/81 0/9 (fast) unchanged by each):
+DROP_NAMES = 1            # a drop naming a stored preference's words (and no goal's) gives up that preference,
+                          # not a goal: 387 -> 389, 24 -> 22 ("not vegetarian anymore" removed the only goal)
+FULL_NAME = 1             # keep the capitalized words right after a name ("Ingrid Solberg", not "Ingrid"; set 4
+SURNAME_FLOOR = 0.0       # labels full names): 387 -> 392, 24; with DROP_NAMES 394, 22. Floor 0: any capitalized
+                          # word that is not a place, title or stopword, in text that is written with capitals.
+# Not kept: the replaced item's words cut off every fact of its turn, not only the replacing one (394, 22: no
+# change); a leading old part cut too ("twelve months is too slow"): 391, 20 but "card cleared in eight months"
+# -> "In eight", "Write in Polish" -> "In Polish" (recall lost where old and new share words).
+OTHERS = 1                # a fact whose clause has someone else as its subject before the span is not the user's
+                          # (session 9: superseded left 22 -> 20, recall the same; counting a sentence-initial
+                          # capital as a name lost the held-out "Love brutalist architecture": not at a start)
+FIRST_PERSON = {"i", "i'm", "im", "i'd", "i'll", "i've", "me", "we", "we're", "we'd", "we'll", "we've", "us", "let's"}
+THIRD_PERSON = {"he", "she", "they", "he's", "she's", "they're", "his", "her", "their", "him", "them"}
 PRONOUNS = {"it", "them", "that", "this", "those", "these", "one"}
 # A goal or preference names something: a span of only times and numbers ("Year", "2025") is a misread.
 TIME_UNITS = {"year", "years", "month", "months", "week", "weeks", "day", "days", "today", "tomorrow",
@@ -117,6 +135,8 @@ def read_name_scored(text: str, toks: list[Token], lower: bool,
         run.insert(0, run[0] - 1)
     while NAME_BEST and run[-1] + 1 in chosen:
         run.append(run[-1] + 1)
+    while FULL_NAME and not lower and _surname(toks, run[-1] + 1, prob_of):
+        run.append(run[-1] + 1)
     prob = float(probs[candidates.index(run[-1])])
     first, last = _with_title(toks, run[0], run[-1])
     if first != run[0] or last != run[-1]:
@@ -125,6 +145,14 @@ def read_name_scored(text: str, toks: list[Token], lower: bool,
     if lower or name.islower():
         name = " ".join(part[:1].upper() + part[1:] for part in name.split())
     return name, prob
+
+
+def _surname(toks: list[Token], k: int, prob_of: dict[int, float]) -> bool:
+    """Whether token ``k`` continues a name: a capitalized word (not a place, a title or a stopword) that the
+    tagger gives at least ``SURNAME_FLOOR`` - a careful note keeps the full name a user gives."""
+    if k >= len(toks) or k not in prob_of or not toks[k].text[:1].isupper() or toks[k].text.isupper():
+        return False
+    return toks[k].low not in STOPWORDS and toks[k].low not in titles() and prob_of[k] >= SURNAME_FLOOR
 
 
 @functools.lru_cache(maxsize=1)
@@ -247,7 +275,20 @@ def rest_after(piece: str, span: str) -> str | None:
     return rest if len(tokens(rest)) >= 3 else None
 
 
-def read_facts(text: str, second: bool = True) -> list[Fact]:
+def someone_elses(piece: str, span: str, own: frozenset[str] = frozenset()) -> bool:
+    """Whether a clause states someone else's plan ("my nephew Bilal wishes to become a pilot"): before the span,
+    no first-person word, and a third-person pronoun or a capitalized first name (Faker's lists; not at a
+    sentence start, where capitals say nothing) that is not the user's own (``own``: the name read in the message)."""
+    at = piece.lower().find(span.lower())
+    before = tokens(piece[:at]) if at > 0 else []
+    if any(t.low in FIRST_PERSON for t in before):
+        return False
+    first = _lexicon()["first_name"]
+    return any(t.low in THIRD_PERSON or k > 0 and before[k - 1].text not in ".!?" and t.text[:1].isupper()
+               and t.low in first and t.low not in STOPWORDS | own for k, t in enumerate(before))
+
+
+def read_facts(text: str, second: bool = True, own: frozenset[str] = frozenset()) -> list[Fact]:
     """Goal / drop / like / dislike / style facts, one per clause the classifier is confident about
     (``second``: and one more from what follows the span after a comma)."""
     pieces = clause_pieces(text)
@@ -264,10 +305,12 @@ def read_facts(text: str, second: bool = True) -> list[Fact]:
         span = _span(piece, kind)
         if span and span.lower().strip(" .,!?") in PRONOUNS and n > 0:
             span = _span(pieces[n - 1], "like")
+        if span and OTHERS and someone_elses(piece, span, own):
+            continue
         if span and span.strip(" .,!?").lower() not in PRONOUNS | STOPWORDS and names_something(span):
             facts.append(Fact(kind, span, piece, float(row.max())))
             rest = rest_after(piece, span) if second and SECOND_SPAN else None
-            facts += read_facts(rest, second=False) if rest else []
+            facts += read_facts(rest, second=False, own=own) if rest else []
     return facts
 
 
@@ -281,7 +324,7 @@ def read(text: str) -> Reading:
     taken = {k for k, t in enumerate(toks) if t.text in abbreviations() or t.text.upper() in ("UTC", "GMT")
              or any(a <= t.start < b for a, b in spans)}
     name, confidence = read_name_scored(text, toks, lower, taken)
-    facts = read_facts(text)
+    facts = read_facts(text, own=frozenset(name.lower().split()) if name else frozenset())
     change = change_model().prob(text)
     for fact in facts:
         fact.change, fact.message = change, text
@@ -347,6 +390,19 @@ def replaces(fact: Fact, items: list[str], section: str, turn_may_replace: bool 
     if not gone and turn_may_replace and fact.change > CHANGE_THRESHOLD and probs[best] > CHANGE_FLOOR:
         gone = [same[best]]
     return gone
+
+
+def named_preference(fact: Fact, lists: dict[str, list[str]]) -> tuple[str, str] | None:
+    """(list, item) a drop gives up when it names a stored preference and no stored goal ("not vegetarian
+    anymore" with "Vegetarian" stored): the item sharing most content words with it; else None (a goal)."""
+    words = content(fact.span)
+    overlap = [(len(words & content(parse_item(item, section)[1])), section, item)
+               for section, items in lists.items() for item in items]
+    best = max(overlap, default=(0, "", ""))
+    if not DROP_NAMES or best[0] == 0 or best[1] == "goal":
+        return None
+    goal_best = max((n for n, section, _ in overlap if section == "goal"), default=0)
+    return (best[1], best[2]) if goal_best == 0 else None
 
 
 def about_goal(text: str) -> float:
