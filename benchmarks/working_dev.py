@@ -18,7 +18,7 @@ Plus the course's own dialog splits. Never reads ``data/independent/`` (the eval
         "change4:ctrain=1234" "t6:CHANGE_THRESHOLD=0.6"   # same dev dialogs, one run; ctrain: the change model's sets
     # --all: models fitted on everything (what ships; the dev numbers are then not held out)
 
-Session 9, ``--why`` on main (24 of 252 superseded values left): goals 5 change turn not read as one, 4 no labelled
+2026-11-26, ``--why`` on main (24 of 252 superseded values left): goals 5 change turn not read as one, 4 no labelled
 change (someone else's plan), 4 another item replaced or the old value stored again, 2 read as a change but no new
 value; preferences 4 another item replaced (a "not vegetarian anymore" drop removed a goal), 2 not read as a change;
 name / timezone 3. Measured with ``--variants`` (working_read's comments): DROP_NAMES, FULL_NAME, OTHERS and
