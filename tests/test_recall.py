@@ -157,6 +157,22 @@ def test_delete_first_removes_messages_and_vectors_together(r, ns, idx):
     assert {x.message.content for x in found} == {m.content for m in h.messages()}
 
 
+def test_messages_indexed_after_they_left_the_thread_are_not_recalled(r, ns, idx):
+    """Indexing runs later (another process, the agent's background): a message cleared or deleted meanwhile,
+    even in a thread written again since, must not become recallable; one still there is indexed."""
+    h = idx.history("a|b", "t1", index_appends=False)
+    secret = h.append(mk.Message(role="user", content="my password hint is zebra"))
+    h.clear()  # "Clear chat" before the first turn was indexed
+    hello = h.append(mk.Message(role="user", content="hello again"))
+    assert idx.add("a|b", "t1", secret) == 0 and idx.add("a|b", "t1", hello) == 1
+    assert [x.message.content for x in h.search_messages("password hint zebra", k=5)] == ["hello again"]
+    older = h.append([mk.Message(role="user", content=f"note {i} about my knee") for i in range(70)])
+    h.delete_first(1)  # "hello again" is deleted; 70 later notes sit between it and the end
+    assert idx.add("a|b", "t1", [*hello, *older[:1]]) == 1  # found 70 entries from the end, and the gone one not
+    assert check(r, idx, "a|b", "t1")["orphans"] == set()
+    assert "hello again" not in {x.message.content for x in h.search_messages("hello again", k=80)}
+
+
 def test_deletes_and_summarization_keep_index_consistent(r, ns, idx, llm):
     h = history(r, ns, idx, "u1", "t1")
     fill(h, 6)

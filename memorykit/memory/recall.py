@@ -26,21 +26,35 @@ from .short_term import ChatHistory
 _RETURN = ["message_id", "thread_id", "role", "text", "name", "created_at"]
 log = logging.getLogger(__name__)
 
-# Adopt new vector keys (ARGV) into the thread's set with the thread's TTL, in one step. A thread that is
-# gone (expired or cleared before its messages were indexed) gets no vectors: they are deleted.
+# Adopt new vector keys into the thread's set with the thread's TTL, in one step. ARGV: key, message id, key, id...
+# A key is adopted only if its message is still in the thread (looked for from the newest end, where a message
+# being indexed usually is); one that is gone (the thread expired, was cleared, or the message deleted before
+# it was indexed, perhaps by another process) is deleted: a cleared message never becomes recallable again.
 _ADOPT = """
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  for i = 1, #ARGV do redis.call('DEL', ARGV[i]) end
-  return 0
+local n, adopted, pttl = redis.call('LLEN', KEYS[1]), 0, redis.call('PTTL', KEYS[1])
+local function present(id)
+  local needle, stop = '"id":"' .. id .. '"', -1
+  while -stop - 1 < n do
+    local chunk = redis.call('LRANGE', KEYS[1], stop - 63, stop)
+    for i = #chunk, 1, -1 do if string.find(chunk[i], needle, 1, true) then return true end end
+    stop = stop - 64
+  end
+  return false
 end
-local pttl = redis.call('PTTL', KEYS[1])
-for i = 1, #ARGV do redis.call('SADD', KEYS[2], ARGV[i]) end
-redis.call('SADD', KEYS[3], KEYS[2])  -- the user's key registry: forget_user finds the set without a scan
-for i = 1, #ARGV + 1 do
-  local k = ARGV[i] or KEYS[2]
-  if pttl > 0 then redis.call('PEXPIRE', k, pttl) else redis.call('PERSIST', k) end
+for i = 1, #ARGV, 2 do
+  if n > 0 and present(ARGV[i + 1]) then
+    redis.call('SADD', KEYS[2], ARGV[i])
+    if pttl > 0 then redis.call('PEXPIRE', ARGV[i], pttl) else redis.call('PERSIST', ARGV[i]) end
+    adopted = adopted + 1
+  else
+    redis.call('DEL', ARGV[i])
+  end
 end
-return #ARGV
+if adopted > 0 then
+  redis.call('SADD', KEYS[3], KEYS[2])  -- the user's key registry: forget_user finds the set without a scan
+  if pttl > 0 then redis.call('PEXPIRE', KEYS[2], pttl) else redis.call('PERSIST', KEYS[2]) end
+end
+return adopted
 """
 
 
@@ -82,8 +96,8 @@ class MessageIndex:
         return user_key(self.namespace, "thread", user_id, thread_id)
 
     def add(self, user_id: str, thread_id: str, messages: Sequence[Message]) -> int:
-        """Embed and index the recallable messages of a stored thread; returns how many were indexed
-        (0 if the thread no longer exists: its messages are not kept for recall)."""
+        """Embed and index the recallable messages of a stored thread; returns how many were indexed (a message
+        no longer in the thread, or in a thread that is gone, is not kept for recall)."""
         check_id(user_id, "user_id")
         check_id(thread_id, "thread_id")
         todo = [m for m in messages if m.role in ("user", "assistant") and m.content.strip()]  # no tool calls
@@ -96,10 +110,12 @@ class MessageIndex:
             keys = [self.key(user_id, thread_id, m.id) for m in todo]
             self.index.load(docs, keys=keys)
             thread = self.thread_key(user_id, thread_id)
-            if not self._adopt(keys=[thread, thread + ":vectors", registry_key(self.namespace, user_id)], args=keys):
-                log.info("thread %s is gone; its messages were not indexed for recall", thread)
-                return 0
-        return len(todo)
+            adopted = self._adopt(keys=[thread, thread + ":vectors", registry_key(self.namespace, user_id)],
+                                  args=[x for k, m in zip(keys, todo) for x in (k, m.id)])
+            if adopted < len(todo):
+                log.info("%d message(s) of %s are gone; not indexed for recall", len(todo) - adopted, thread)
+            return adopted
+        return 0
 
     def remove(self, user_id: str, thread_id: str, message_ids: Iterable[str]) -> int:
         """Delete these messages' vectors; returns how many existed."""
