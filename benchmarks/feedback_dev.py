@@ -62,7 +62,7 @@ or sarcastic turns ("merge trick worked btw. the compress one made it blurry").
 One aggregate look at the independent set with split+7p (look 1): F1 0.70 (P 0.69, R 0.71; tp 36,
 fp 16, fn 15): recall up (tp 33 -> 36), precision down (fp 10 -> 16), F1 unchanged; old split 0.88, 18/18.
 
-How the model decides (session 9, ``--compare split+7p --rules ...``: one fit per fold, each grid of
+How the model decides (2026-11-26, later, ``--compare split+7p --rules ...``: one fit per fold, each grid of
 ``feedback_model.grid`` calibrated on the same dev windows, which now count both items of a turn that judges two
 answers; fold F1 / mean / old held-out / course windows). Causes on the shipped model's folds (turns): polarity
 wrong 160 of 945 found, attachment wrong 84, invented 160, missed 71; 169 of 1,101 expected items (84 turns,
@@ -87,7 +87,7 @@ training and a turn about two answers taught to the attachment model as about bo
 threshold 0.647 0.665 0.620 0.658 0.670 / 0.652, parts 0.650 0.687 0.629 0.659 0.700 / 0.665, old split 0.84, 18/18:
 worse (options since removed). parts counting only the sentences sure of their exchange (the others left out
 rather than blocking the split): 0.651 0.700 0.634 0.680 0.703 / 0.674 / 0.88 / 18, no gain (removed).
-Independent look 1 of session 9 with parts shipped: F1 0.76 (P 0.72, R 0.80; tp 41, fp 16, fn 10), from 0.70
+One aggregate look at the independent set with parts shipped: F1 0.76 (P 0.72, R 0.80; tp 41, fp 16, fn 10), from 0.70
 (tp 36, fp 16, fn 15): five more right, no more wrong.
 
 With ``--encoder`` each fold also trains a cross-encoder's LoRA adapters (``benchmarks/feedback_encoder.py``,

@@ -165,7 +165,7 @@ def test_the_run_time_vector_memo_is_bounded(monkeypatch):
 
 
 # ---------------------------------------------------------------- independent sets (measure only)
-# Measured when the models were built: feedback F1 0.76 (P 0.72, R 0.80, 61 windows; 2026-11-26, session 9).
+# Measured when the models were built: feedback F1 0.76 (P 0.72, R 0.80, 61 windows; 2026-11-26, later).
 def test_feedback_on_the_independent_windows(llm):
     from memorykit.course.procedural_eval import feedback_scores, independent
 
