@@ -173,8 +173,9 @@ class MemoryAgent:
         """Delete everything this agent's namespace holds for one user (threads, long-term and working memory,
         recall vectors, feedback, procedures; the cached embeddings of their stored texts). The user's
         background writes queued in this process run out first and a turn begun before the call writes no
-        memory after it, so nothing deleted comes back. Returns the number of keys deleted. Other processes
-        serving the user should stop their sessions first: this process cannot wait for their writes."""
+        long-term, working or recall memory after it, so nothing deleted comes back (a reply still being
+        written when it is called saves its own two messages). Returns the number of keys deleted. Other
+        processes serving the user should stop their sessions first: this process cannot wait for their writes."""
         check_id(user_id, "user_id")
         with self._unsaved_lock:
             self._forgotten[user_id] = self._forgotten.get(user_id, 0) + 1
