@@ -160,11 +160,30 @@ def test_made_up_facts_are_dropped_by_the_trace_check(r, ns, emb):
                          "User walked 9999 steps."]}
     assert mk.summarize_if_needed(h, ScriptedModel(then=json.dumps(made_up)), embedder=emb)
     info = h.summary_info()
-    assert info["facts"] == ["User walked 1002 steps on turn 2."] and info["dropped"] == 2
+    # 9999 is in no message, but the fact is close to one: that message is kept in its own words instead
+    assert info["facts"] == ["User walked 1002 steps on turn 2.", 'User said: "Turn 0: I walked 1000 steps."']
+    assert info["dropped"] == 1 and info["quoted"] == 1  # Zoe in Lima is close to nothing: dropped
     only_made_up = {"facts": ["User's daughter Zoe lives in Lima."]}
     h2 = filled(r, ns, 8, h=mk.ChatHistory(r, "u", "t2", namespace=ns))
     assert not mk.summarize_if_needed(h2, ScriptedModel(then=json.dumps(only_made_up)), embedder=emb)
     assert h2.summary() is None
+
+
+def test_a_fact_the_check_cannot_verify_leaves_its_message_in_the_prompt(r, ns, emb):
+    """The model writes "New York City" for "NYC": the check cannot find those names, so the summary keeps the
+    user's own words instead, and the move stays in what the model sees (as does every stored message)."""
+    h = mk.ChatHistory(r, "a|b", "t", namespace=ns)
+    for text in ["Hi, I'm Priya.", "I moved to NYC last spring.", "btw I'm allergic to penicillin.",
+                 "ok", "thanks", "what's up", "tell me more", "sure"]:
+        h.append([U(text), A("Noted.")])
+    facts = {"facts": ["User's name is Priya.", "User moved to New York City last spring.",
+                       "User is allergic to penicillin."]}
+    assert mk.summarize_if_needed(h, ScriptedModel(then=json.dumps(facts)), policy=mk.ByCount(10, 4), embedder=emb)
+    info = h.summary_info()
+    assert info["facts"] == ["User's name is Priya.", 'User said: "I moved to NYC last spring."',
+                             "User is allergic to penicillin."]
+    assert info["dropped"] == 0 and info["quoted"] == 1 and len(h) == 16
+    assert "NYC" in "\n".join(m.content for m in h.prompt_messages())
 
 
 def test_trace_check_names_what_is_missing(emb):

@@ -157,6 +157,24 @@ def trace(facts: Sequence[str], sources: Sequence[str], embedder) -> list[Trace]
             for i, f in enumerate(facts)]
 
 
+def checked(traces: Sequence[Trace], sources: Sequence[Message], n_previous: int) -> tuple[list[str], int, list[Trace]]:
+    """(facts to keep, how many are quotes, facts dropped). A fact close to one message whose names or numbers
+    that message does not hold ("New York City" for "NYC") gives way to the message itself, quoted: the summary
+    keeps what was said instead of losing it from the prompt. A fact close to no message is dropped."""
+    kept, quotes, dropped = [], 0, []
+    for t in traces:
+        near = sources[t.source - n_previous] if t.source >= n_previous else None
+        if t.ok:
+            kept.append(t.fact)
+        elif near is not None and t.similarity >= TRACE_THRESHOLD:
+            quote = f'{near.role.capitalize()} said: "{near.content}"'
+            quotes += quote not in kept
+            kept += [quote] if quote not in kept else []
+        else:
+            dropped.append(t)
+    return kept, quotes, dropped
+
+
 def _cut(msgs: Sequence[Message], keep_last: int) -> int:
     """Where the kept tail starts: the first valid boundary keeping at most ``keep_last`` messages (else the
     last one before it), moved back to at most MAX_BATCH messages in when a valid boundary allows."""
@@ -192,8 +210,9 @@ def summarize_if_needed(history: ChatHistory, llm: ChatModel, policy: SummaryPol
             from ..embeddings import get_embedder
 
             embedder = get_embedder(history.r)
-        traces = trace(summary.facts, [*previous, *(m.content for m in source(batch))], embedder)
-        kept, dropped = [t.fact for t in traces if t.ok], [t for t in traces if not t.ok]
+        sources = source(batch)
+        traces = trace(summary.facts, [*previous, *(m.content for m in sources)], embedder)
+        kept, quoted, dropped = checked(traces, sources, len(previous))
         if dropped and not kept:
             log.warning("summary of %s skipped: none of its %d facts traces to a message", history.key, len(dropped))
             return False
@@ -201,7 +220,8 @@ def summarize_if_needed(history: ChatHistory, llm: ChatModel, policy: SummaryPol
             log.info("summary fact dropped, it traces to no message (similarity %.2f, missing %s): %r",
                      t.similarity, sorted(t.missing), t.fact)
         record = {"text": Summary(facts=kept).text, "facts": kept, "covers": old.get("covers", 0) + cut,
-                  "dropped": len(dropped), "updated_at": time.time(), "last_id": view.messages[cut - 1].id}
+                  "dropped": len(dropped), "quoted": quoted, "updated_at": time.time(),
+                  "last_id": view.messages[cut - 1].id}
         if history.advance(view, cut, record):
             return True
     return False
