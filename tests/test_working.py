@@ -342,29 +342,24 @@ def test_revisions_replace_the_contrary_only():
         "Get promoted to senior engineer"]
 
 
-def test_a_turn_that_gives_a_goal_up_removes_that_goal_for_that_user_only(r, ns, llm):
-    """No new goal named ("scratch the TOEIC"): the goal it is about goes, the other goal and the other user's stay."""
+@pytest.mark.parametrize("said, change, gone, kept", [
+    # no new goal named: the goal it is about goes, the other goal stays
+    (["I want to pass the TOEIC with a score of 800 this spring.", "I'd also like to learn to cook Thai food."],
+     "Scratch the TOEIC, my company doesn't need it anymore.", "TOEIC", "Thai food"),
+    # a drop naming a stored preference gives that preference up, not the goal
+    (["I keep a vegan diet, so please suggest recipes without dairy.", "I want to learn to bake sourdough bread."],
+     "I'm not vegan anymore, my doctor wants me to eat eggs.", "vegan", "sourdough"),
+], ids=["goal", "preference"])
+def test_a_turn_that_gives_something_up_removes_that_item_for_that_user_only(r, ns, llm, said, change, gone, kept):
+    """The item given up goes and the other stays, for the user who said it; the other user's profile is untouched."""
     wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE, scope="user")
-    quitter, keeper = "system|{x} ünï", "ana"
-    for user in (quitter, keeper):
-        wm.observe("I want to pass the TOEIC with a score of 800 this spring.", llm, user_id=user)
-        wm.observe("I'd also like to learn to cook Thai food.", llm, user_id=user)
-    wm.observe("Scratch the TOEIC, my company doesn't need it anymore.", llm, user_id=quitter)
-    assert "TOEIC" not in wm.get(quitter) and "Thai food" in wm.get(quitter)
-    assert "TOEIC" in wm.get(keeper) and "Thai food" in wm.get(keeper)
-
-
-def test_giving_up_a_named_preference_removes_it_not_a_goal(r, ns, llm):
-    """A drop that names a stored preference ("not vegan anymore") gives that preference up; the goal stays,
-    and the other user's profile is untouched."""
-    wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE, scope="user")
-    changer, keeper = "*{vegan}|ü", "bea"
+    changer, keeper = "system|{x} ünï", "ana"
     for user in (changer, keeper):
-        wm.observe("I keep a vegan diet, so please suggest recipes without dairy.", llm, user_id=user)
-        wm.observe("I want to learn to bake sourdough bread.", llm, user_id=user)
-    wm.observe("I'm not vegan anymore, my doctor wants me to eat eggs.", llm, user_id=changer)
-    assert "vegan" not in wm.get(changer) and "sourdough" in wm.get(changer)
-    assert "vegan" in wm.get(keeper) and "sourdough" in wm.get(keeper)
+        for text in said:
+            wm.observe(text, llm, user_id=user)
+    wm.observe(change, llm, user_id=changer)
+    assert gone not in wm.get(changer) and kept in wm.get(changer)
+    assert gone in wm.get(keeper) and kept in wm.get(keeper)
 
 
 def test_someone_elses_plan_is_not_the_users_goal(r, ns, llm):

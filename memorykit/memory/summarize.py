@@ -141,8 +141,13 @@ class Trace:
     missing: set[str]
 
     @property
+    def close(self) -> bool:
+        """Close in meaning to its source (it may still name something the source does not hold)."""
+        return self.similarity >= TRACE_THRESHOLD
+
+    @property
     def ok(self) -> bool:
-        return not self.missing and self.similarity >= TRACE_THRESHOLD
+        return not self.missing and self.close
 
 
 def trace(facts: Sequence[str], sources: Sequence[str], embedder) -> list[Trace]:
@@ -166,7 +171,7 @@ def checked(traces: Sequence[Trace], sources: Sequence[Message], n_previous: int
         near = sources[t.source - n_previous] if t.source >= n_previous else None
         if t.ok:
             kept.append(t.fact)
-        elif near is not None and t.similarity >= TRACE_THRESHOLD:
+        elif near is not None and t.close:
             quote = f'{near.role.capitalize()} said: "{near.content}"'
             quotes += quote not in kept
             kept += [quote] if quote not in kept else []
