@@ -117,6 +117,29 @@ def test_forget_user_leaves_nothing_that_queued_writes_could_bring_back(r, emb, 
         agent.close()
 
 
+def test_forget_user_in_another_process_drops_the_writes_queued_here(r, emb, llm, ns):
+    """Two app processes (two agents on one Redis): carol's memory writes are queued in the first when the
+    second forgets her. The forget mark it leaves in Redis stops them; her next turn there is remembered again."""
+    here, there = (mk.MemoryAgent(r, llm=llm, embedder=emb, namespace=ns, writers=1) for _ in range(2))
+    gate = threading.Event()
+    try:
+        here._writes.submit(("blocker", "x"), lambda: gate.wait(60))  # holds the only worker of this process
+        here.chat("I have diabetes.", user_id="carol", thread_id="t1")
+        here.chat("I am allergic to peanuts.", user_id="system", thread_id="t1")
+        assert here.pending("carol", "t1") == 1
+        assert there.forget_user("carol") > 0  # her two messages were saved; the queued job wrote nothing yet
+        gate.set()
+        here.flush()
+        assert [k for k in r.scan_iter(match=f"{ns}:*") if "carol" in k] == []
+        assert any("peanuts" in m.content for m in here.store.list("system"))
+        here.chat("I live in Lisbon.", user_id="carol", thread_id="t2")
+        here.flush()
+        assert [m.content for m in here.store.list("carol")] == ["User lives in Lisbon."]
+    finally:
+        gate.set()
+        here.close(), there.close()
+
+
 def test_short_term_mode_uses_the_thread_only(r, emb, llm, ns):
     a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term")
     assert a.store is None and a.embedder is None

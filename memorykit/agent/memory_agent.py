@@ -22,7 +22,7 @@ from ..llm.task import Task, TaskFailed, Usage, track_usage
 from ..llm.tools import Tool
 from ..memory.extraction import extract_memories
 from ..memory.feedback import FeedbackStore
-from ..memory.index import forget_user
+from ..memory.index import forget_mark, forget_user
 from ..memory.long_term import MemoryHit, MemoryStore
 from ..memory.recall import MessageIndex
 from ..memory.short_term import ChatHistory
@@ -41,6 +41,7 @@ RETRIEVALS = ("inject", "tools")
 FOREGROUND_STEPS = ("load", "retrieve", "model", "store")
 BACKGROUND_STEPS = ("index", "extract", "remember", "working", "summarize")
 EXPECTED = (TaskFailed, LLMError, redis.RedisError)  # failures logged without a traceback
+_UNREAD = "<forget mark not read: Redis was down>"  # a token part that is never compared
 
 
 @dataclass
@@ -174,8 +175,10 @@ class MemoryAgent:
         recall vectors, feedback, procedures; the cached embeddings of their stored texts). The user's
         background writes queued in this process run out first and a turn begun before the call writes no
         long-term, working or recall memory after it, so nothing deleted comes back (a reply still being
-        written when it is called saves its own two messages). Returns the number of keys deleted. Other
-        processes serving the user should stop their sessions first: this process cannot wait for their writes."""
+        written when it is called saves its own two messages). Returns the number of keys deleted. Agents in
+        other processes see the forget mark it leaves in Redis and drop the user's writes from turns begun
+        before it, checked before each memory step: only a step already under way there at this moment can
+        write, so a second call after their turns end leaves nothing."""
         check_id(user_id, "user_id")
         with self._unsaved_lock:
             self._forgotten[user_id] = self._forgotten.get(user_id, 0) + 1
@@ -204,7 +207,7 @@ class MemoryAgent:
         if not isinstance(text, str) or not text.strip():
             raise ValidationError("the message is empty: type something to send")
         check_id(user_id, "user_id"), check_id(thread_id, "thread_id")
-        started, forgotten = time.perf_counter(), self._forgotten.get(user_id, 0)
+        started, forgotten = time.perf_counter(), self._forget_token(user_id)
         self.flush(user_id, thread_id)  # this thread's earlier writes only; other users never wait here
         turn = Turn(user_id=user_id, thread_id=thread_id, user_message=Message(role="user", content=text))
         with track_usage() as calls:
@@ -358,9 +361,25 @@ class MemoryAgent:
             log.warning("background step %s failed for user %r: %s", name, turn.user_id, "; ".join(reasons),
                         exc_info=exc is not None and not isinstance(exc, EXPECTED))
 
-    def _background(self, turn: Turn, forgotten: int = 0) -> None:
+    def _forget_token(self, user_id: str) -> tuple[int, str | None]:
+        """What ``_forgotten_since`` compares: this process's forget count and Redis's forget mark for the user."""
+        try:
+            mark = forget_mark(self.r, self.namespace, user_id)
+        except Exception:  # Redis down: the turn keeps its message unsaved; only this process's count is compared
+            mark = _UNREAD
+        return self._forgotten.get(user_id, 0), mark
+
+    def _forgotten_since(self, user_id: str, token: tuple[int, str | None]) -> bool:
+        """forget_user ran for this user, here or in another process, since ``token`` was read."""
+        count, mark = self._forget_token(user_id)
+        return count != token[0] or (token[1] is not _UNREAD and mark is not _UNREAD and mark != token[1])
+
+    def _background(self, turn: Turn, forgotten: tuple[int, str | None] = (0, None)) -> None:
         uid, tid, said = turn.user_id, turn.thread_id, turn.user_message
-        if self._forgotten.get(uid, 0) != forgotten:  # forget_user ran since the turn began: write nothing back
+
+        def forgotten_now() -> bool:  # forget_user ran since the turn began (checked before each step): write nothing
+            return self._forgotten_since(uid, forgotten)
+        if forgotten_now():
             return
         if self.memory == "full":
             with self._step(turn, "index"):
@@ -369,12 +388,18 @@ class MemoryAgent:
             with self._step(turn, "extract"):
                 candidates = extract_memories([said], llm=self.llm)
             for candidate in candidates:  # user-told facts stay the user's, even general ones
+                if forgotten_now():
+                    return
                 with self._step(turn, "remember"):
                     turn.memories_stored.append(self.store.remember(
                         candidate.content, user_id=uid, memory_type=candidate.type, llm=self.llm,
                         source_thread=tid, source_messages=[said.id]))
+            if forgotten_now():
+                return
             with self._step(turn, "working"):
                 self.working.observe(said, self.llm, user_id=uid, thread_id=tid)
+        if forgotten_now():
+            return
         with self._step(turn, "summarize"):
             summarize_if_needed(self.history(uid, tid), self.llm, policy=self.summary_policy,
                                 embedder=self.embedder)  # the agent's own, not a second one loaded here

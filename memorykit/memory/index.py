@@ -11,6 +11,7 @@ import json
 import operator
 import re
 import unicodedata
+import uuid
 from typing import Any, Iterable, Sequence
 
 import redis
@@ -198,12 +199,30 @@ def validity(as_of: float | None = None) -> FilterExpression:
     return (Num("valid_from") <= as_of) & (Num("invalid_at").is_missing() | (Num("invalid_at") > as_of))
 
 
+# How long a forgotten user's mark lives: far longer than any queued memory write waits.
+FORGET_MARK_SECONDS = 86_400
+
+
+def forget_mark_key(namespace: str, user_id: str) -> str:
+    """``ns:forgotten:<digest>``: set by :func:`forget_user`, read by writers in every process. The key holds a
+    digest of the id, not the id (nothing of the user is kept), and ``forget_user`` does not delete it."""
+    return key(namespace, "forgotten", hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).hexdigest()[:32])
+
+
+def forget_mark(client: redis.Redis, namespace: str, user_id: str) -> str | None:
+    """The token of this user's latest ``forget_user`` (None: not forgotten within FORGET_MARK_SECONDS). A
+    writer that read it before its work and finds another one after it must write nothing back."""
+    return client.get(forget_mark_key(namespace, user_id))
+
+
 def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None) -> int:
     """Delete one user's documents and keys in exactly this namespace, and (given ``embedder``) the
     cached embeddings of their texts. Nothing is scanned: long-term memories come from the user's id
     registry, other documents from the namespace's fixed indexes (when the server has a query engine), keys
-    from fixed names, the user's thread list and the user's key registry."""
+    from fixed names, the user's thread list and the user's key registry. A new :func:`forget_mark` is set
+    first, so writers begun earlier, in any process, can tell (``MemoryAgent`` checks it before each write)."""
     check_id(user_id, "user_id")
+    client.set(forget_mark_key(namespace, user_id), uuid.uuid4().hex, ex=FORGET_MARK_SECONDS)
     ids = client.zrange(_memids(namespace, user_id), 0, -1)
     memories = [user_key(namespace, "memory", user_id, mid) for mid in ids]
     doomed: set[str] = set(memories)
