@@ -9,6 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 import memorykit as mk
 import memorykit.agent.memory_agent as agent_module
@@ -343,6 +345,25 @@ def test_redis_down_from_the_start(llm):
     turn = a.chat("Hello?", user_id="u1", thread_id="t1")
     assert "Redis is unavailable" in turn.error and turn.reply == ""
     assert [m.content for m in a.unsaved("u1", "t1")] == ["Hello?"]
+
+
+def test_while_redis_is_down_waiting_messages_are_bounded_and_a_refused_one_is_said_so(llm, monkeypatch):
+    monkeypatch.setattr(agent_module, "MAX_UNSAVED_PER_THREAD", 2)
+    monkeypatch.setattr(agent_module, "MAX_UNSAVED_CHARS", 40)
+    with __import__("socket").socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = redis.Redis(port=port, decode_responses=True, retry=Retry(NoBackoff(), 0))  # fails at once
+    a = mk.MemoryAgent(dead, llm=llm, namespace="nowhere", memory="short_term")
+    turns = [a.chat(text, user_id="u1", thread_id=tid) for text, tid in
+             (("one", "t1"), ("two", "t1"), ("three", "t1"), ("x" * 30, "t2"), ("y" * 20, "t3"))]
+    assert [m.content for m in a.unsaved("u1", "t1")] == ["one", "two"]  # the third is over the thread's bound
+    assert [m.content for m in a.unsaved("u1", "t2")] == ["x" * 30] and a.unsaved("u1", "t3") == []  # 36 + 20 > 40
+    kept, refused = [t for t in turns if "is kept" in t.error], [t for t in turns if "was not kept" in t.error]
+    assert [t.user_message.content for t in refused] == ["three", "y" * 20] and len(kept) == 3
+    assert all(str(port) not in t.error for t in turns)  # the server's address stays in the log
+    with a._unsaved_lock:
+        assert a._unsaved_chars == 36
 
 
 # ---------------------------------------------------------------- hooks

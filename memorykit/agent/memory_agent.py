@@ -41,7 +41,10 @@ RETRIEVALS = ("inject", "tools")
 FOREGROUND_STEPS = ("load", "retrieve", "model", "store")
 BACKGROUND_STEPS = ("index", "extract", "remember", "working", "summarize")
 EXPECTED = (TaskFailed, LLMError, redis.RedisError)  # failures logged without a traceback
-_UNREAD = "<forget mark not read: Redis was down>"  # a token part that is never compared
+# While Redis is down, messages wait in this process to be saved with the next turn, up to these bounds (a
+# message may be 16M characters): past them a new message is refused with a clear error, never silently dropped.
+MAX_UNSAVED_PER_THREAD = 100
+MAX_UNSAVED_CHARS = 32_000_000
 
 
 @dataclass
@@ -102,8 +105,21 @@ class Turn:
                 f"stored={len(self.memories_stored)}, tool_calls={len(self.tool_calls)}{failed})")
 
 
+def _failed(token: tuple[int, Any]) -> Exception | None:
+    """The Redis error a forget token holds instead of the mark it could not read."""
+    return token[1] if isinstance(token[1], Exception) else None
+
+
 def _reason(exc: Exception) -> str:
     return str(exc) if isinstance(exc, TaskFailed) else f"{type(exc).__name__}: {exc}"
+
+
+def _said(exc: Exception) -> str:
+    """``turn.error``, which an app may show its user: Redis's connection errors name the server, so they are
+    reported by their kind (the log and ``failed_steps`` keep the whole text)."""
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return f"Redis is unavailable ({type(exc).__name__})"
+    return _reason(exc)
 
 
 class MemoryAgent:
@@ -135,6 +151,7 @@ class MemoryAgent:
             self.working = WorkingMemory(r, namespace=namespace, template=PROFILE_TEMPLATE, scope="user")
         self._writes = KeyedWriter(writers)  # ``writers`` threads at most, one per busy (user, thread)
         self._unsaved: dict[tuple[str, str], list[Message]] = {}
+        self._unsaved_chars = 0  # the characters of every message in _unsaved
         self._unsaved_lock = threading.Lock()
         self._forgotten: dict[str, int] = {}  # user id -> times forget_user ran: a turn begun before writes nothing
 
@@ -183,7 +200,7 @@ class MemoryAgent:
         with self._unsaved_lock:
             self._forgotten[user_id] = self._forgotten.get(user_id, 0) + 1
             for slot in [s for s in self._unsaved if s[0] == user_id]:
-                del self._unsaved[slot]
+                self._unsaved_chars -= sum(len(m.content) for m in self._unsaved.pop(slot))
         for key in self._writes.keys():
             if key[0] == user_id:
                 self.flush(*key)
@@ -211,7 +228,7 @@ class MemoryAgent:
         self.flush(user_id, thread_id)  # this thread's earlier writes only; other users never wait here
         turn = Turn(user_id=user_id, thread_id=thread_id, user_message=Message(role="user", content=text))
         with track_usage() as calls:
-            self._foreground(turn, self.history(user_id, thread_id))
+            self._foreground(turn, self.history(user_id, thread_id), down=_failed(forgotten))
         turn.usage.extend(calls)
         if turn.ok and self.memory:  # the reply is saved
             self._writes.submit((user_id, thread_id), lambda: self._background(turn, forgotten))
@@ -220,10 +237,10 @@ class MemoryAgent:
         turn.reply_ms = (time.perf_counter() - started) * 1000
         return turn
 
-    def _foreground(self, turn: Turn, history: ChatHistory) -> None:
+    def _foreground(self, turn: Turn, history: ChatHistory, down: Exception | None = None) -> None:
         try:
             with self._timed(turn, "load"):
-                if not self._save(history, [turn.user_message], turn):
+                if not self._save(history, [turn.user_message], turn, down):
                     return
                 thread = history.prompt_messages() if self.memory else []
             with self._timed(turn, "retrieve"):
@@ -231,7 +248,7 @@ class MemoryAgent:
             with self._timed(turn, "model"):
                 reply, extra = self._call_model(turn, inp)
         except Exception as exc:  # Redis, the model or a hook failed: report it; the user's message is saved
-            turn.error = _reason(exc)
+            turn.error = _said(exc)
             log.warning("turn failed for user %r thread %r: %s", turn.user_id, turn.thread_id, turn.error,
                         exc_info=not isinstance(exc, EXPECTED))
             return
@@ -253,25 +270,39 @@ class MemoryAgent:
             except ValidationError as again:  # the reply itself is unusable (empty): say so
                 turn.error = f"the model's reply could not be saved: {again}"
 
-    def _save(self, history: ChatHistory, messages: list[Message], turn: Turn) -> bool:
-        """Append (one transaction); if Redis is down, keep the messages to save on the next turn."""
+    def _save(self, history: ChatHistory, messages: list[Message], turn: Turn, down: Exception | None = None) -> bool:
+        """Append (one transaction); if Redis is down (or ``down``: it just failed), keep the messages to save on the
+        next turn (within MAX_UNSAVED_PER_THREAD and MAX_UNSAVED_CHARS; past them refused, and ``turn.error`` says so)."""
         slot = (history.user_id, history.thread_id)
         with self._unsaved_lock:
             waiting = list(self._unsaved.get(slot, []))
         try:
+            if down is not None:  # not tried again: each try at a server that is down waits for the client's retries
+                raise down
             history.append([*self._not_landed(history, waiting), *messages])
             with self._unsaved_lock:
                 kept = self._unsaved.get(slot, [])
+                self._unsaved_chars -= sum(len(m.content) for m in kept[:len(waiting)])
                 del kept[:len(waiting)]
                 if not kept:
                     self._unsaved.pop(slot, None)
             return True
         except redis.RedisError as exc:
+            size = sum(len(m.content) for m in messages)
             with self._unsaved_lock:
-                self._unsaved.setdefault(slot, []).extend(messages)
-            turn.error = (f"Redis is unavailable ({type(exc).__name__}: {exc}); the message is kept "
-                          "and will be saved with your next message")
-            log.warning("could not save to %s: %s", history.key, exc)
+                kept = self._unsaved.setdefault(slot, [])
+                fits = (len(kept) + len(messages) <= MAX_UNSAVED_PER_THREAD
+                        and self._unsaved_chars + size <= MAX_UNSAVED_CHARS)
+                if fits:
+                    kept.extend(messages)
+                    self._unsaved_chars += size
+                elif not kept:
+                    del self._unsaved[slot]
+            # the exception's text names the server's address: it goes to the log, not to the turn
+            turn.error = (f"Redis is unavailable ({type(exc).__name__}); " + (
+                "the message is kept and will be saved with your next message" if fits else
+                "too many messages already wait to be saved, so this one was not kept: send it again later"))
+            log.warning("could not save to %s (%s kept): %s", history.key, "message" if fits else "nothing", exc)
             return False
 
     @staticmethod
@@ -361,20 +392,21 @@ class MemoryAgent:
             log.warning("background step %s failed for user %r: %s", name, turn.user_id, "; ".join(reasons),
                         exc_info=exc is not None and not isinstance(exc, EXPECTED))
 
-    def _forget_token(self, user_id: str) -> tuple[int, str | None]:
-        """What ``_forgotten_since`` compares: this process's forget count and Redis's forget mark for the user."""
+    def _forget_token(self, user_id: str) -> tuple[int, str | None | Exception]:
+        """What ``_forgotten_since`` compares: this process's forget count and Redis's forget mark for the user
+        (the Redis error instead when it could not be read: then only the count is compared)."""
         try:
             mark = forget_mark(self.r, self.namespace, user_id)
-        except Exception:  # Redis down: the turn keeps its message unsaved; only this process's count is compared
-            mark = _UNREAD
+        except redis.RedisError as exc:
+            mark = exc
         return self._forgotten.get(user_id, 0), mark
 
-    def _forgotten_since(self, user_id: str, token: tuple[int, str | None]) -> bool:
+    def _forgotten_since(self, user_id: str, token: tuple[int, str | None | Exception]) -> bool:
         """forget_user ran for this user, here or in another process, since ``token`` was read."""
-        count, mark = self._forget_token(user_id)
-        return count != token[0] or (token[1] is not _UNREAD and mark is not _UNREAD and mark != token[1])
+        now = self._forget_token(user_id)
+        return now[0] != token[0] or (_failed(token) is None and _failed(now) is None and now[1] != token[1])
 
-    def _background(self, turn: Turn, forgotten: tuple[int, str | None] = (0, None)) -> None:
+    def _background(self, turn: Turn, forgotten: tuple[int, str | None | Exception] = (0, None)) -> None:
         uid, tid, said = turn.user_id, turn.thread_id, turn.user_message
 
         def forgotten_now() -> bool:  # forget_user ran since the turn began (checked before each step): write nothing
