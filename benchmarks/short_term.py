@@ -53,9 +53,18 @@ def latency(r) -> None:
     read_all = timed(lambda: h.messages(), 50)
     r.set(h.summary_key, json.dumps({"text": "- a summary", "cursor": len(h) - 10}))
     view = timed(h.prompt_messages, 200)
+    many = mk.ChatHistory(r, "bench", "vectors", namespace=NS)  # a thread whose recall vectors are listed
+    many.append(msg)
+    with r.pipeline(transaction=False) as pipe:  # 20,000 stand-ins: the append only moves their expiry
+        for i in range(20_000):
+            pipe.set(f"{many.key}:v{i}", "x")
+            pipe.sadd(many.vectors_key, f"{many.key}:v{i}")
+        pipe.execute()
+    with_vectors = timed(lambda: many.append(msg), 500)
     ping = timed(r.ping, 1000)
     print(f"thread of {len(h)} messages; ratios to one PING round trip:")
     print(f"  append (RPUSH + EXPIRE + ZADD in one MULTI)      {append / ping:6.1f}x")
+    print(f"  append, the thread listing 20,000 recall vectors {with_vectors / ping:6.1f}x")
     print(f"  read last 10 (LRANGE -10 -1 + decode)            {read10 / ping:6.1f}x")
     print(f"  prompt view: summary + 10 after the cursor (Lua) {view / ping:6.1f}x")
     print(f"  read all {len(h)} (LRANGE 0 -1 + decode)          {read_all / ping:6.1f}x")

@@ -146,6 +146,36 @@ def check(r, idx, user_id, thread_id):
     return {"orphans": have - {m.id for m in stored}, "missing": want - have}
 
 
+def test_recall_vectors_outlive_their_thread_without_each_append_touching_them_all(r, ns, idx):
+    """The thread slides to 100 s on every append; its vectors (and their set) share one expiry, never before the
+    thread's and at most a quarter later, moved only when the thread's would pass it; a TTL of None keeps all."""
+    h = idx.history("u1", "t1", ttl=100)
+
+    def expiries():
+        keys = sorted(r.smembers(h.vectors_key))
+        return [r.pttl(k) for k in [h.vectors_key, *keys]], r.pttl(h.key)
+
+    fill(h, 2)
+    vectors, thread = expiries()
+    assert len(vectors) == 5 and all(thread <= v <= 125_000 for v in vectors)
+    for k in [h.vectors_key, *r.smembers(h.vectors_key)]:
+        r.pexpire(k, 110_000)  # as a while later: still past the thread's next expiry
+    fill(h, 1)
+    vectors, thread = expiries()
+    assert len(vectors) == 7 and all(thread <= v <= 110_000 for v in vectors)  # the old ones not touched
+    for k in [h.vectors_key, *r.smembers(h.vectors_key)]:
+        r.pexpire(k, 90_000)  # later still: the thread's next expiry passes them
+    fill(h, 1)
+    vectors, thread = expiries()
+    assert len(vectors) == 9 and all(115_000 < v <= 125_000 for v in vectors)  # all moved together
+    idx.history("u1", "t1", ttl=None).append(mk.Message(role="user", content="keep this thread"))
+    vectors, thread = expiries()
+    assert thread == -1 and vectors == [-1] * 10
+    idx.history("u1", "t1", ttl=100).append(mk.Message(role="user", content="a TTL again"))
+    vectors, thread = expiries()
+    assert len(vectors) == 11 and all(thread <= v <= 125_000 for v in vectors)
+
+
 def test_delete_first_removes_messages_and_vectors_together(r, ns, idx):
     h = history(r, ns, idx, "u1", "t1")
     fill(h, 6)

@@ -2,8 +2,9 @@
 
 Each user and assistant message with text is a JSON document ``ns:msgvec:{user}:{thread}:{id}``; the histories
 of :meth:`MessageIndex.history` index their appends and unindex their deletions (a summary deletes nothing).
-A thread's vector keys are listed in ``ns:thread:{user}:{thread}:vectors``: they take the thread's TTL when
-added and whenever the thread's TTL slides, so they expire with it; a search also drops hits whose thread is gone.
+A thread's vector keys are listed in ``ns:thread:{user}:{thread}:vectors``: they and the set share one expiry, never
+before the thread's and at most a quarter of its TTL after it (moved only when the thread's would pass it, so an
+append does not touch every vector); a search drops hits whose thread is gone.
 """
 from __future__ import annotations
 
@@ -21,17 +22,26 @@ from ..errors import ValidationError
 from ..keys import check_id, check_namespace, registry_key, user_key
 from ..messages import Message
 from .index import delete_keys, ensure_index, nearest, owner_field, owner_filter, owner_tag, vector_field
-from .short_term import ChatHistory
+from .short_term import VECTOR_SLACK, ChatHistory
 
 _RETURN = ["message_id", "thread_id", "role", "text", "name", "created_at"]
 log = logging.getLogger(__name__)
 
-# Adopt new vector keys into the thread's set with the thread's TTL, in one step. ARGV: key, message id, key, id...
+# Adopt new vector keys into the thread's set, in one step. ARGV[1]: VECTOR_SLACK; then key, message id, key, id...
 # A key is adopted only if its message is still in the thread (looked for from the newest end, where a message
 # being indexed usually is); one that is gone (the thread expired, was cleared, or the message deleted before
 # it was indexed, perhaps by another process) is deleted: a cleared message never becomes recallable again.
+# The set and all its keys share one expiry, never before the thread's (ChatHistory's _TOUCH keeps it so): a new
+# key takes the set's; a new set (or one behind the thread's, after a TTL change) takes the thread's plus the slack.
 _ADOPT = """
 local n, adopted, pttl = redis.call('LLEN', KEYS[1]), 0, redis.call('PTTL', KEYS[1])
+if n == 0 then  -- the thread is gone: nothing is adopted, and vectors left from it keep their expiry
+  for i = 2, #ARGV, 2 do redis.call('DEL', ARGV[i]) end
+  return 0
+end
+local left, keep = redis.call('PTTL', KEYS[2]), -1
+if pttl >= 0 then keep = (left >= pttl) and left or pttl + math.ceil(pttl * tonumber(ARGV[1])) end
+local function hold(k) if keep > 0 then redis.call('PEXPIRE', k, keep) else redis.call('PERSIST', k) end end
 local function present(id)
   local needle, stop = '"id":"' .. id .. '"', -1
   while -stop - 1 < n do
@@ -41,10 +51,13 @@ local function present(id)
   end
   return false
 end
-for i = 1, #ARGV, 2 do
-  if n > 0 and present(ARGV[i + 1]) then
+if left ~= -2 and left ~= keep then  -- the set's expiry moves (rare): its keys move with it
+  for _, k in ipairs(redis.call('SMEMBERS', KEYS[2])) do hold(k) end
+end
+for i = 2, #ARGV, 2 do
+  if present(ARGV[i + 1]) then
     redis.call('SADD', KEYS[2], ARGV[i])
-    if pttl > 0 then redis.call('PEXPIRE', ARGV[i], pttl) else redis.call('PERSIST', ARGV[i]) end
+    hold(ARGV[i])
     adopted = adopted + 1
   else
     redis.call('DEL', ARGV[i])
@@ -52,8 +65,8 @@ for i = 1, #ARGV, 2 do
 end
 if adopted > 0 then
   redis.call('SADD', KEYS[3], KEYS[2])  -- the user's key registry: forget_user finds the set without a scan
-  if pttl > 0 then redis.call('PEXPIRE', KEYS[2], pttl) else redis.call('PERSIST', KEYS[2]) end
 end
+if redis.call('EXISTS', KEYS[2]) == 1 then hold(KEYS[2]) end
 return adopted
 """
 
@@ -111,7 +124,7 @@ class MessageIndex:
             self.index.load(docs, keys=keys)
             thread = self.thread_key(user_id, thread_id)
             adopted = self._adopt(keys=[thread, thread + ":vectors", registry_key(self.namespace, user_id)],
-                                  args=[x for k, m in zip(keys, todo) for x in (k, m.id)])
+                                  args=[VECTOR_SLACK, *(x for k, m in zip(keys, todo) for x in (k, m.id))])
             if adopted < len(todo):
                 log.info("%d message(s) of %s are gone; not indexed for recall", len(todo) - adopted, thread)
             return adopted

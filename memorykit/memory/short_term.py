@@ -201,16 +201,26 @@ return covered
 """
 
 
-# Slide the TTL (ARGV[1] seconds; 0: none) of the thread, its summary, its set of recall-vector keys and
-# every key in that set, in one step: recall vectors expire with the thread they index (O(thread), no scan).
+# Slide the TTL (ARGV[1] seconds; 0: none) of the thread and its summary, and keep its recall vectors (the keys in
+# the set KEYS[3]; they and the set share one expiry) alive at least as long. The vectors are touched only when
+# their expiry is closer than the thread's new one: then they get a quarter more (VECTOR_SLACK), so a busy thread
+# touches its n vectors once per quarter TTL, not on every append (an expired thread's vectors outlive it by at
+# most that quarter, and recall drops hits whose thread is gone).
 _TOUCH = """
-local ttl, keys = tonumber(ARGV[1]), redis.call('SMEMBERS', KEYS[3])
-keys[#keys + 1], keys[#keys + 2], keys[#keys + 3] = KEYS[1], KEYS[2], KEYS[3]
+local ttl = tonumber(ARGV[1])
+for i = 1, 2 do
+  if ttl > 0 then redis.call('EXPIRE', KEYS[i], ttl) else redis.call('PERSIST', KEYS[i]) end
+end
+local left = redis.call('PTTL', KEYS[3])  -- -2: no vectors; -1: kept without a TTL
+if left == -2 or (ttl == 0 and left == -1) or (ttl > 0 and left >= ttl * 1000) then return 0 end
+local keys = redis.call('SMEMBERS', KEYS[3])
+keys[#keys + 1] = KEYS[3]
 for i = 1, #keys do
-  if ttl > 0 then redis.call('EXPIRE', keys[i], ttl) else redis.call('PERSIST', keys[i]) end
+  if ttl > 0 then redis.call('EXPIRE', keys[i], ttl + math.ceil(ttl * tonumber(ARGV[2]))) else redis.call('PERSIST', keys[i]) end
 end
 return #keys
 """
+VECTOR_SLACK = 0.25  # a thread's recall vectors live up to this share of its TTL longer than it (see _TOUCH)
 
 # Remove thread ids (ARGV) from the user's thread list (KEYS[1]) whose thread (KEYS[i + 1]) is still gone: checked
 # and removed in one step, so a thread an append brings back meanwhile stays listed.
@@ -294,7 +304,8 @@ class ChatHistory:
     def _touch(self, pipe) -> None:
         """Slide the TTL of the thread, its summary and its recall vectors; record activity in the user's thread set."""
         # EVAL (not a registered script): it needs no script cache and works in a cluster's pipeline too
-        pipe.execute_command("EVAL", _TOUCH, 3, self.key, self.summary_key, self.vectors_key, self.ttl or 0)
+        pipe.execute_command("EVAL", _TOUCH, 3, self.key, self.summary_key, self.vectors_key, self.ttl or 0,
+                             VECTOR_SLACK)
         pipe.zadd(self.threads_key, {self.thread_id: time.time()})
 
     def messages(self, last_n: int | None = None) -> list[Message]:
