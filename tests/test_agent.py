@@ -336,6 +336,24 @@ def test_redis_fault_while_saving_the_reply_keeps_it_for_the_next_turn(agent, mo
     assert agent.unsaved("lena", "t1") == []
 
 
+def test_indexes_redis_lost_are_created_again_on_first_use(agent, r, ns):
+    """Redis restarted without its data, or failed over to an empty replica: the indexes are gone. The running
+    agent's next queries create them again (over the documents Redis still holds) instead of failing every turn."""
+    agent.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
+    agent.flush()
+    for name in mk.keys.index_names(ns):
+        if name in r.execute_command("FT._LIST"):
+            r.execute_command("FT.DROPINDEX", name)  # the documents stay, as after an index-only loss
+    turn = agent.chat("I adopted a cat named Miso.", user_id="lena", thread_id="t1")
+    agent.flush()
+    assert turn.ok and turn.failed_steps == {}
+    assert {"peanuts", "Miso"} <= {w.strip(".") for h in agent.recall.search("allergy or cat", "lena", k=10)
+                                  for w in h.message.content.split()}
+    assert [h.memory.content for h in agent.store.search("peanuts", user_id="lena", mode="text")] == \
+        ["User is allergic to peanuts."]
+    assert agent.feedback.count("lena") == 0
+
+
 def test_redis_down_from_the_start(llm):
     with __import__("socket").socket() as s:
         s.bind(("127.0.0.1", 0))

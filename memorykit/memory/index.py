@@ -8,8 +8,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import operator
 import re
+import time
 import unicodedata
 import uuid
 from typing import Any, Iterable, Sequence
@@ -25,6 +27,7 @@ from ..errors import SchemaMismatchError, ValidationError
 from ..keys import SHARED_OWNER, check_id, encode, index_names, key, registry_key, user_key
 
 MEMORY_TYPES = ("episodic", "semantic", "procedural")
+log = logging.getLogger(__name__)
 SHARED_TAG = SHARED_OWNER  # the indexed owner of shared knowledge: outside owner_tag's alphabet
 
 
@@ -51,10 +54,47 @@ def has_query_engine(client) -> bool:
         return False
 
 
+_MISSING_INDEX = ("no such index", "unknown index name")  # RediSearch's words for it, newer and older
+REINDEX_WAIT_SECONDS = 1.0  # a query that recreated its index waits at most this long for the documents
+
+
+class _SelfHealingIndex(SearchIndex):
+    """A SearchIndex that creates itself again when Redis lost it (restarted without its data, failed over to an
+    empty replica, flushed) and runs the command once more, instead of failing every query until the app
+    restarts. The documents it finds then are the ones Redis still holds (FT.CREATE indexes existing keys)."""
+
+    def _again(self, call, *args, **kwargs):
+        try:
+            return call(*args, **kwargs)
+        except Exception as exc:
+            if not any(words in str(exc).lower() for words in _MISSING_INDEX):
+                raise
+            log.warning("index %s is missing in Redis (restarted without its data?): creating it again", self.name)
+            try:
+                self.create(overwrite=False)
+            except Exception:  # another process created it first
+                if not self.exists():
+                    raise
+            deadline = time.monotonic() + REINDEX_WAIT_SECONDS  # Redis indexes the documents it holds meanwhile
+            while time.monotonic() < deadline and float(self.info().get("percent_indexed", 1)) < 1:
+                time.sleep(0.02)
+            return call(*args, **kwargs)
+
+    def search(self, *args, **kwargs):
+        return self._again(super().search, *args, **kwargs)
+
+    def batch_search(self, *args, **kwargs):
+        return self._again(super().batch_search, *args, **kwargs)
+
+    def aggregate(self, *args, **kwargs):
+        return self._again(super().aggregate, *args, **kwargs)
+
+
 def ensure_index(client: redis.Redis, schema_dict: dict[str, Any]) -> SearchIndex:
-    """Create the index if missing (idempotent); if it exists with another schema, say so clearly."""
+    """Create the index if missing (idempotent); if it exists with another schema, say so clearly. The index
+    returned creates itself again if Redis loses it later."""
     wanted = IndexSchema.from_dict(schema_dict)
-    index = SearchIndex(wanted, redis_client=client)
+    index = _SelfHealingIndex(wanted, redis_client=client)
     if not index.exists():
         try:
             index.create(overwrite=False)
