@@ -35,8 +35,14 @@ def check_id(value: str, what: str = "id") -> str:
         raise ValidationError(f"{what} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}")
     if any(ord(c) < 32 for c in value):
         raise ValidationError(f"{what} must not contain control characters")
+    return check_text(value, what)
+
+
+def check_text(value: str, what: str = "text") -> str:
+    """Refuse text Redis cannot store: a lone surrogate (what ``json.loads`` makes of a cut emoji escape such as
+    ``"\\ud83d"`` that a browser sent) cannot be encoded as UTF-8."""
     if not value.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in value):
-        raise ValidationError(f"{what} must be valid Unicode text (it holds a lone surrogate)")
+        raise ValidationError(f"{what} must be valid Unicode text (it holds a lone surrogate, e.g. half an emoji)")
     return value
 
 

@@ -182,7 +182,14 @@ def test_bad_input_raises_before_anything_is_written(agent):
         agent.chat("hi", user_id="", thread_id="t1")
     with pytest.raises(ValidationError):
         mk.MemoryAgent(agent.r, llm=agent.llm, namespace=agent.namespace, memory="everything")
-    assert roles(agent, "u1", "t1") == []
+    cut = json.loads('"I love this \\ud83d"')  # half an emoji, as a browser may send it
+    with pytest.raises(ValidationError, match="surrogate"):
+        agent.chat(cut, user_id="u1", thread_id="t1")
+    with pytest.raises(ValidationError, match="surrogate"):
+        agent.store.add(cut, user_id="u1")
+    with pytest.raises(ValidationError, match="surrogate"):
+        agent.history("u1", "t1").append(mk.Message(role="user", content=cut))
+    assert roles(agent, "u1", "t1") == [] and agent.unsaved("u1", "t1") == [] and agent.store.count("u1") == 0
 
 
 def test_summarizes_when_the_policy_says_so(r, llm, ns):
@@ -277,9 +284,10 @@ def test_model_fault_keeps_the_user_message_and_writes_nothing_else(r, emb, ns, 
 
 
 class Fake500:
-    """An OpenAI-compatible endpoint on loopback that always answers HTTP 500."""
+    """An OpenAI-compatible endpoint on loopback that always answers HTTP 500 (or, given ``status=200`` and a
+    content type, that status with ``body``: a proxy's or gateway's page in front of the model server)."""
 
-    def __init__(self):
+    def __init__(self, status: int = 500, body: bytes | None = None, content_type: str = "application/json"):
         self.hits = 0
         fake = self
 
@@ -290,9 +298,9 @@ class Fake500:
             def do_POST(self):
                 self.rfile.read(int(self.headers["Content-Length"]))
                 fake.hits += 1
-                data = json.dumps({"error": {"message": "boom", "type": "server_error"}}).encode()
-                self.send_response(500)
-                self.send_header("Content-Type", "application/json")
+                data = body or json.dumps({"error": {"message": "boom", "type": "server_error"}}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -311,6 +319,18 @@ def test_http_500_from_an_openai_compatible_server(r, ns):
     finally:
         server.server.shutdown()
     assert server.hits == 1 and "HTTP 500" in turn.error
+    assert roles(a, "u1", "t1") == ["user"]
+
+
+def test_a_web_page_instead_of_a_chat_completion_is_a_clear_model_error(r, ns):
+    server = Fake500(200, b"<html><body>502 Bad Gateway</body></html>", "text/html")
+    try:
+        llm = OpenAIChat("fake-model", api_key="sk-test", base_url=server.url, max_retries=0)
+        a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term")
+        turn = a.chat("Hello there", user_id="u1", thread_id="t1")
+    finally:
+        server.server.shutdown()
+    assert "no chat completion" in turn.error and "Bad Gateway" in turn.error
     assert roles(a, "u1", "t1") == ["user"]
 
 

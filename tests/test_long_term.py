@@ -12,7 +12,7 @@ from redisvl.query.filter import Num, Tag
 import memorykit as mk
 from memorykit.errors import SchemaMismatchError, ValidationError
 from memorykit.config import settings as mk_settings
-from memorykit.keys import user_key
+from memorykit.keys import encode, user_key
 from memorykit.memory import vectors
 from memorykit.memory.index import content_hash, ensure_index, owner_filter, vector_field
 from memorykit.memory.long_term import format_memories, memory_schema
@@ -37,6 +37,8 @@ def test_add_get_search_with_distances(store):
     assert [h.memory.id for h in hits][0] == m.id
     assert hits[0].distance <= hits[1].distance
     assert all(0 <= h.distance <= 2 for h in hits)
+    assert [store.search("Paris", user_id="raphael", k=k, mode=mode) for k in (0, -1) for mode in ("vector", "hybrid")] \
+        == [[]] * 4  # as every store answers: nothing asked, nothing found
 
 
 def test_semantic_shared_episodic_private(store):
@@ -256,8 +258,10 @@ def test_forget_user_leaves_no_key_behind(r, emb, ns):
     per_user = 4 + 1 + 1 + 3 + 2  # memories, ledger, thread list + user's thread set, notes + registry, vectors + ids
     deleted = sum(store.forget_user(u) for u in victims)
     assert deleted == len(victims) * per_user
-    left = list(r.scan_iter(match=f"{ns}:*"))
-    assert len(left) == before - deleted
+    marks = [k for k in r.scan_iter(match=f"{ns}:forgotten:*")]  # one per user, for writers in other processes
+    left = [k for k in r.scan_iter(match=f"{ns}:*") if k not in marks]
+    assert len(left) == before - deleted and len(marks) == len(victims)
+    assert not any(u in k or encode(u) in k for k in marks for u in victims)  # a digest, not the id
     owners = {m.user_id for m, _ in store._load([k for k in left if k.startswith(f"{ns}:memory:")])}
     assert owners == set(others) | {None}
     for u in victims:

@@ -16,7 +16,7 @@ import redis
 from ..config import settings
 from ..embeddings import get_embedder
 from ..errors import LLMError, ValidationError
-from ..keys import check_id
+from ..keys import check_id, check_text
 from ..llm.factory import get_llm
 from ..llm.task import Task, TaskFailed, Usage, track_usage
 from ..llm.tools import Tool
@@ -223,7 +223,7 @@ class MemoryAgent:
         model or Redis is reported in ``turn.error`` and the user's message is kept."""
         if not isinstance(text, str) or not text.strip():
             raise ValidationError("the message is empty: type something to send")
-        check_id(user_id, "user_id"), check_id(thread_id, "thread_id")
+        check_text(text, "the message"), check_id(user_id, "user_id"), check_id(thread_id, "thread_id")
         started, forgotten = time.perf_counter(), self._forget_token(user_id)
         self.flush(user_id, thread_id)  # this thread's earlier writes only; other users never wait here
         turn = Turn(user_id=user_id, thread_id=thread_id, user_message=Message(role="user", content=text))

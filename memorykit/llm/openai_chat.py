@@ -279,6 +279,8 @@ def _apply_format(body: dict[str, Any], call: _Call, shape: Shape) -> None:
 
 
 def _reply(response: Any) -> tuple[Message, str | None]:
+    if not hasattr(response, "choices"):  # the SDK hands back the body as text when it is no JSON (a proxy's page)
+        raise LLMError(f"the model server answered with no chat completion: {str(response)[:80]!r}")
     if not response.choices:
         raise LLMError("the model returned no choices")
     choice = response.choices[0]

@@ -22,7 +22,7 @@ from redisvl.query import FilterQuery
 from redisvl.query.filter import FilterExpression, Tag
 
 from ..errors import ModuleMissingError, ValidationError
-from ..keys import check_id, check_namespace, key, shared_key, user_key
+from ..keys import check_id, check_namespace, check_text, key, shared_key, user_key
 from . import dedup, retrieval, vectors
 from .index import (MEMORY_TYPES, content_hash, decoded, delete_keys, ensure_index, forget_user, has_query_engine,
                     json_docs, memory_type_list, owner_field, owner_of, readable_tags, tag_of, user_scope, validity,
@@ -104,8 +104,8 @@ class MemoryStore:
         if not isinstance(content, str) or not content.strip():
             raise ValidationError("a memory needs non-empty content")
         if len(content) > MAX_MEMORY_CHARS:
-            raise ValidationError(f"a memory is limited to {MAX_MEMORY_CHARS} characters (got {len(content)}): "
-                                  "store a short statement, not a document")
+            raise ValidationError(f"a memory is a short statement, not a document: {len(content)} > {MAX_MEMORY_CHARS} characters")
+        check_text(content, "a memory")
         owner, now = owner if owner is None else check_id(owner, "user_id"), time.time()
         topics = topic_list(topics)
         return Memory(content=content.strip(), user_id=owner, memory_type=memory_type, topics=topics,
@@ -324,6 +324,8 @@ class MemoryStore:
         ``mode="text" | "hybrid"`` and ``recency`` rank as in :mod:`.retrieval`. ``filters`` (a RedisVL
         expression over the indexed fields) needs the query engine."""
         self._scopes(user_id, memory_types)
+        if k <= 0:
+            return []
         vector = list(vector) if vector is not None else self.embedder.embed(query)
 
         def near(count: int) -> list[tuple[str, float, float | None]]:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 import redis
 
 from ..errors import MemoryKitError, ValidationError
-from ..keys import check_id, check_namespace, user_key
+from ..keys import check_id, check_namespace, check_text, user_key
 from ..messages import Message, as_message, count_tokens
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,7 @@ def check_message(message: Message | dict) -> Message:
     if len(m.content) > MAX_MESSAGE_CHARS:
         raise ValidationError(f"message is {len(m.content):,} characters; the limit is {MAX_MESSAGE_CHARS:,}. "
                               "Store large documents elsewhere and keep a reference in the thread.")
+    check_text(m.content, f"a {m.role} message")
     if m.role == "tool" and not m.tool_call_id:
         raise ValidationError("a tool message needs the tool_call_id of the call it answers")
     return m
