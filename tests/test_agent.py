@@ -270,14 +270,14 @@ def test_each_background_step_fails_on_its_own(agent, monkeypatch):
     mk.Message(role="assistant", content="   "),           # garbage: empty reply
     mk.Message(role="user", content="I am the model"),     # garbage: wrong role
 ], ids=["llm-error", "timeout", "none", "dict", "empty", "wrong-role"])
-def test_model_fault_keeps_the_user_message_and_writes_nothing_else(r, emb, ns, fault):
+def test_model_fault_keeps_the_user_message_and_indexes_only_it(r, emb, ns, fault):
     a = mk.MemoryAgent(r, llm=scripted(fault), embedder=emb, namespace=ns)
     turn = a.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
     a.flush()
     assert not turn.ok and turn.reply == "" and turn.error
     assert [(m.role, m.content) for m in a.history("lena", "t1").messages()] == [
         ("user", "I'm allergic to peanuts.")]
-    assert a.store.count("lena") == 0 and a.recall.count("lena") == 0
+    assert a.recall.count("lena") == 1 and a.store.count("lena") == 0  # stored, so recallable; this model extracts nothing
     again = a.chat("Are you back?", user_id="lena", thread_id="t1")  # the next turn works normally
     a.close()
     assert again.ok and roles(a, "lena", "t1") == ["user", "user", "assistant"]
@@ -350,10 +350,50 @@ def test_redis_fault_while_saving_the_reply_keeps_it_for_the_next_turn(agent, mo
     assert "Redis is unavailable" in turn.error and turn.reply  # the reply is shown, its save is pending
     assert roles(agent, "lena", "t1") == ["user"]
     assert [m.role for m in agent.unsaved("lena", "t1")] == ["assistant"]
-    assert agent.store.count("lena") == 0  # nothing extracted from a half-saved turn
+    assert [m.content for m in agent.store.list("lena")] == ["User is allergic to peanuts."]  # her message is stored
     nxt = agent.chat("Thanks!", user_id="lena", thread_id="t1")
+    agent.flush()
     assert nxt.ok and roles(agent, "lena", "t1") == ["user", "assistant", "user", "assistant"]
-    assert agent.unsaved("lena", "t1") == []
+    assert agent.unsaved("lena", "t1") == [] and agent.recall.count("lena", "t1") == 4  # the late reply indexed too
+
+
+class FailsFirstReply(Junk):
+    """The offline model, except that its first reply fails (a model server's error, once)."""
+
+    def __init__(self):
+        super().__init__()
+        self.failed = False
+
+    def perform(self, task, inp, tools=None):
+        if task.name == "reply" and not self.failed:
+            self.failed = True
+            raise LLMError("the model server answered HTTP 500: boom")
+        return self.offline.perform(task, inp, tools=tools)
+
+
+def test_a_message_stored_by_a_turn_whose_model_failed_is_still_remembered(r, emb, ns):
+    a = mk.MemoryAgent(r, llm=FailsFirstReply(), embedder=emb, namespace=ns)
+    failed = a.chat("My locker code is 4711.", user_id="lena", thread_id="t1")
+    a.flush()
+    assert not failed.ok and "HTTP 500" in failed.error and roles(a, "lena", "t1") == ["user"]
+    assert [h.message.content for h in a.recall.search("locker", "lena", k=1)] == ["My locker code is 4711."]
+    assert any("4711" in m.content for m in a.store.list("lena"))
+    a.close()
+
+
+def test_messages_kept_while_redis_was_down_are_remembered_when_they_land(r, emb, ns, monkeypatch):
+    a = mk.MemoryAgent(r, llm=get_llm("offline"), embedder=emb, namespace=ns)
+    real_append = ChatHistory.append
+    monkeypatch.setattr(ChatHistory, "append", lambda self, m: (_ for _ in ()).throw(redis.ConnectionError("down")))
+    kept = a.chat("I am allergic to peanuts.", user_id="lena", thread_id="t1")
+    assert "is kept" in kept.error and [m.role for m in a.unsaved("lena", "t1")] == ["user"]
+    monkeypatch.setattr(ChatHistory, "append", real_append)
+    later = a.chat("What should I cook tonight?", user_id="lena", thread_id="t1")
+    a.flush()
+    assert later.ok and roles(a, "lena", "t1") == ["user", "user", "assistant"]
+    assert [m.content for m in a.store.list("lena")] == ["User is allergic to peanuts."]
+    assert {h.message.content for h in a.recall.search("peanuts", "lena", k=3)} >= {"I am allergic to peanuts."}
+    a.close()
 
 
 def test_indexes_redis_lost_are_created_again_on_first_use(agent, r, ns):

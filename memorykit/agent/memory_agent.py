@@ -70,6 +70,7 @@ class Turn:
     failed_steps: dict[str, str] = field(default_factory=dict)
     usage: list[Usage] = field(default_factory=list)
     working_version: str | None = field(default=None, repr=False)  # the working memory the prompt showed
+    saved: list[Message] = field(default_factory=list, repr=False)  # written to the thread by this turn, in order
 
     @property
     def ok(self) -> bool:
@@ -230,7 +231,7 @@ class MemoryAgent:
         with track_usage() as calls:
             self._foreground(turn, self.history(user_id, thread_id), down=_failed(forgotten))
         turn.usage.extend(calls)
-        if turn.ok and self.memory:  # the reply is saved
+        if turn.saved and self.memory:  # remembered once stored, the reply or not (a failed model, a kept reply)
             self._writes.submit((user_id, thread_id), lambda: self._background(turn, forgotten))
             if not self.background:
                 self.flush(user_id, thread_id)
@@ -279,7 +280,9 @@ class MemoryAgent:
         try:
             if down is not None:  # not tried again: each try at a server that is down waits for the client's retries
                 raise down
-            history.append([*self._not_landed(history, waiting), *messages])
+            landed = [*self._not_landed(history, waiting), *messages]
+            history.append(landed)
+            turn.saved.extend(landed)  # kept messages too: their memory is written with this turn's
             with self._unsaved_lock:
                 kept = self._unsaved.get(slot, [])
                 self._unsaved_chars -= sum(len(m.content) for m in kept[:len(waiting)])
@@ -407,29 +410,31 @@ class MemoryAgent:
         return now[0] != token[0] or (_failed(token) is None and _failed(now) is None and now[1] != token[1])
 
     def _background(self, turn: Turn, forgotten: tuple[int, str | None | Exception] = (0, None)) -> None:
-        uid, tid, said = turn.user_id, turn.thread_id, turn.user_message
+        uid, tid = turn.user_id, turn.thread_id
 
         def forgotten_now() -> bool:  # forget_user ran since the turn began (checked before each step): write nothing
             return self._forgotten_since(uid, forgotten)
         if forgotten_now():
             return
+        told = [m for m in turn.saved if m.role == "user"]  # this turn's message, after any kept from before
         if self.memory == "full":
             with self._step(turn, "index"):
-                self.recall.add(uid, tid, [said, turn.reply_message])
+                self.recall.add(uid, tid, turn.saved)
             candidates: list[Any] = []
             with self._step(turn, "extract"):
-                candidates = extract_memories([said], llm=self.llm)
+                candidates = extract_memories(told, llm=self.llm) if told else []
             for candidate in candidates:  # user-told facts stay the user's, even general ones
                 if forgotten_now():
                     return
                 with self._step(turn, "remember"):
                     turn.memories_stored.append(self.store.remember(
                         candidate.content, user_id=uid, memory_type=candidate.type, llm=self.llm,
-                        source_thread=tid, source_messages=[said.id]))
-            if forgotten_now():
-                return
-            with self._step(turn, "working"):
-                self.working.observe(said, self.llm, user_id=uid, thread_id=tid)
+                        source_thread=tid, source_messages=[m.id for m in told]))
+            for message in told:
+                if forgotten_now():
+                    return
+                with self._step(turn, "working"):
+                    self.working.observe(message, self.llm, user_id=uid, thread_id=tid)
         if forgotten_now():
             return
         with self._step(turn, "summarize"):
