@@ -173,7 +173,9 @@ class MemoryAgent:
         return self.history(user_id, thread_id).clear()
 
     def unsaved(self, user_id: str, thread_id: str) -> list[Message]:
-        """Messages kept in memory because Redis was down; saved with the next turn."""
+        """Messages kept in this process's memory because Redis was down; saved with this thread's next turn
+        here. In an app of several processes, a next message another process serves is saved before them,
+        and a restart loses them: such apps should show ``turn.error`` and let the user send again."""
         with self._unsaved_lock:
             return list(self._unsaved.get((user_id, thread_id), []))
 
