@@ -96,6 +96,7 @@ class OpenAIChat:
             raise LLMError(f"MEMORYKIT_LLM_JSON_MODE must be one of {FORMAT_MODES}, got {mode!r}")
         self.family = family or family_of(self.base_url)
         self.reasoning = self.family == "openai" and is_reasoning(self.model)
+        self.thinks = False  # a model behind a compatible server that sent its thought (learned from a reply)
         openai_family = self.family == "openai"
         self._shape = Shape(tokens="max_completion_tokens" if openai_family else "max_tokens",
                             temperature=not self.reasoning,
@@ -142,8 +143,10 @@ class OpenAIChat:
         return self._send(call, deadline)
 
     def budget(self, max_tokens: int) -> int:
-        """The output budget sent: a reasoning model also gets room to think (MEMORYKIT_LLM_REASONING_TOKENS)."""
-        return max_tokens + (settings().llm_reasoning_tokens if self.reasoning else 0)
+        """The output budget sent: a reasoning model also gets room to think (MEMORYKIT_LLM_REASONING_TOKENS):
+        OpenAI's by name, any other once a reply showed its thought (gpt-oss, Qwen3, DeepSeek-R1 on Ollama or vLLM
+        think inside ``max_tokens``: a small task's budget ends in the thought, with no answer)."""
+        return max_tokens + (settings().llm_reasoning_tokens if self.reasoning or self.thinks else 0)
 
     def body(self, call: _Call, shape: Shape) -> dict[str, Any]:
         """The request for ``call`` in ``shape``."""
@@ -200,7 +203,13 @@ class OpenAIChat:
     def _complete(self, body: dict[str, Any], remaining: float, deadline: float) -> tuple[Message, str | None]:
         """One request within the ``remaining`` seconds: the reply and its finish reason (a subclass may
         stream it)."""
-        return _reply(self.client.with_options(timeout=remaining).chat.completions.create(**body))
+        response = self.client.with_options(timeout=remaining).chat.completions.create(**body)
+        message = getattr(response.choices[0], "message", None) if getattr(response, "choices", None) else None
+        if not self.thinks and any(getattr(message, f, None) for f in ("reasoning_content", "reasoning")):
+            self.thinks = True  # the next requests (a cut-off task's second try among them) get room to think
+            log.warning("%s sends its thought before answering: each request now adds %d tokens for it "
+                        "(MEMORYKIT_LLM_REASONING_TOKENS)", self.label, settings().llm_reasoning_tokens)
+        return _reply(response)
 
     def _learn(self, exc: Any, sent: Shape) -> bool:
         """True when ``exc`` is a request the server refused for a parameter it names, and the shape now

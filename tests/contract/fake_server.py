@@ -3,8 +3,9 @@
 Each profile refuses what its real counterpart refuses, with that server's status and message, and
 records every request with its verdict: OpenAI's reasoning models (gpt-5-mini: no ``max_tokens``, no
 ``temperature`` but the default, strict schemas checked), OpenAI's chat models (gpt-4o-mini), Ollama,
-vLLM, LM Studio (no ``json_object``) and llama-cpp-python 0.3.36 (knows ``max_tokens`` only, so a request
-with ``max_completion_tokens`` alone runs unbounded; refuses ``json_schema`` with a 500 validation error).
+vLLM, LM Studio (no ``json_object``), a thinking model on Ollama (gpt-oss: its thought spends max_tokens
+first) and llama-cpp-python 0.3.36 (knows ``max_tokens`` only, so a request with ``max_completion_tokens``
+alone runs unbounded; refuses ``json_schema`` with a 500 validation error).
 Answers are canned per task, valid for the requested schema; ``inject`` scripts a cut-off answer, a
 refusal or a transient 500.
 """
@@ -35,6 +36,9 @@ class Profile:
     stream_usage: str = "include_usage"   # "include_usage": only when asked; "never"
     reasoning: bool = False           # reports reasoning tokens, accepts reasoning_effort
     reasoning_effort_refused: bool = False
+    thinks: int = 0                   # tokens of thought a model behind a compatible server spends first, within
+    #                                   max_tokens, returned as the message's "reasoning" (Ollama; vLLM names it
+    #                                   "reasoning_content"); a budget that ends in the thought leaves no content
 
 
 PROFILES = {p.name: p for p in [
@@ -47,6 +51,7 @@ PROFILES = {p.name: p for p in [
     Profile("lm-studio", "qwen2.5-7b-instruct", "compatible", ("max_tokens",), formats=("json_schema",)),
     Profile("llama.cpp", "local", "compatible", ("max_tokens",), formats=("json_object",), json_schema_status=500,
             stream_usage="never"),
+    Profile("ollama-thinking", "gpt-oss:20b", "compatible", ("max_tokens",), thinks=400),
 ]}
 
 
@@ -255,6 +260,8 @@ class FakeServer:
             return refused[0], {"error": {"message": refused[1], "type": "invalid_request_error",
                                           "param": refused[2], "code": None}}, None
         message, finish = self.answer(body, task)
+        if self.profile.thinks:
+            message, finish = self.think(body, message, finish)
         if injected == "length":
             message, finish = {"role": "assistant", "content": (message.get("content") or "")[:5]}, "length"
         if injected == "refusal":
@@ -270,7 +277,19 @@ class FakeServer:
                      "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                      "usage": entry.usage}, None
 
+    def think(self, body: dict, message: dict, finish: str) -> tuple[dict, str]:
+        """A thinking model: its thought comes first, out of the same max_tokens; cut inside it, no answer."""
+        budget, thought = body.get("max_tokens") or 16384, "Let me think about what is asked here. " * 50
+        answer = len(json.dumps(message)) // 4
+        if budget < self.profile.thinks + answer:
+            return {"role": "assistant", "content": "", "reasoning": thought[:budget * 4]}, "length"
+        return {**message, "reasoning": thought}, finish
+
     def usage(self, body: dict, message: dict) -> dict:
+        if message.get("reasoning"):  # counted in completion_tokens, not reported apart (as Ollama does)
+            completion = len(json.dumps(message)) // 4
+            prompt = len(json.dumps(body["messages"])) // 4
+            return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         reasoning = 96 if self.profile.reasoning else 0
         completion = len(json.dumps(message)) // 4 + reasoning
         prompt = len(json.dumps(body["messages"])) // 4

@@ -96,7 +96,7 @@ def test_a_cut_off_answer_gets_one_larger_budget_then_fails(served):
         assert run_task(llm, task, inp).memories
     first, second = (e.body for e in fake.log)
     param = next(k for k in fake.profile.token_params if k in first)
-    extra = mk.config.settings().llm_reasoning_tokens if llm.reasoning else 0
+    extra = mk.config.settings().llm_reasoning_tokens if llm.reasoning or llm.thinks else 0
     assert second[param] - extra == min(2 * (first[param] - extra), mk.config.settings().llm_max_tokens_cap)
     assert calls[0].requests == 2 and calls[0].tokens == sum(e.usage["total_tokens"] for e in fake.log)
     fake.inject = ["length", "length"]
@@ -219,3 +219,22 @@ def test_a_stream_broken_off_without_a_finish_reason_is_asked_again_unstreamed()
         fake.close()
     assert [bool(e.body.get("stream")) for e in fake.log] == [True, False]
     assert reply.content.strip() and reply.usage["estimated"] == 0
+
+
+def test_a_model_that_thinks_inside_max_tokens_gets_room_once_its_thought_shows(monkeypatch):
+    """gpt-oss on Ollama spends its thought out of max_tokens: a small task's budget ends in the thought, with no
+    answer. The client sees the thought in that reply, asks again with MEMORYKIT_LLM_REASONING_TOKENS more, and
+    sends every later request with that room from the start."""
+    fake = FakeServer(PROFILES["ollama-thinking"], ANSWERS, prompts())
+    try:
+        llm = OpenAIChat(PROFILES["ollama-thinking"].model, base_url=fake.url, family="compatible")
+        assert not llm.thinks
+        task = all_tasks()["decide_memory"]
+        assert run_task(llm, task, sample_input(task))
+        assert llm.thinks and [e.body["max_tokens"] <= 400 for e in fake.log] == [True, False]
+        fake.log.clear()
+        assert run_task(llm, all_tasks()["extract_memories"], sample_input(all_tasks()["extract_memories"]))
+        assert len(fake.log) == 1 and fake.log[0].body["max_tokens"] > 2048  # room from the start
+        assert violations(fake) == []
+    finally:
+        fake.close()
