@@ -10,20 +10,22 @@ TORCH_INDEX ?= $(if $(filter Linux,$(shell uname -s)),https://download.pytorch.o
 # JupyterLab refuses to start as root without --allow-root (containers, cloud workshop machines).
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 STAMP := $(VENV)/.setup-done
+# Pinned versions (see constraints.txt); CONSTRAINTS= installs the newest releases instead.
+CONSTRAINTS ?= constraints.txt
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.memorykit/numba_cache
 
 .PHONY: setup setup-llm lab test test-all test-llm test-fast bench redis-start redis-stop redis-status clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	@if [ -n "$(TORCH_INDEX)" ] && $(PY) -m pip install --quiet --timeout 15 --retries 0 \
 	      --extra-index-url "$(TORCH_INDEX)" "$(TORCH_SPEC)" 2>/dev/null; then :; \
 	else $(PY) -m pip install --quiet "$(TORCH_SPEC)"; fi
 	@$(PY) -c "import torch; print('torch', torch.__version__, '- CUDA build' if torch.version.cuda else '- CPU-only build')"
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[dev]"
 	touch $(STAMP)
 
 # Optional: the local model behind MEMORYKIT_LLM=local. llama-cpp-python's server is built from
