@@ -23,6 +23,14 @@ change (someone else's plan), 4 another item replaced or the old value stored ag
 value; preferences 4 another item replaced (a "not vegetarian anymore" drop removed a goal), 2 not read as a change;
 name / timezone 3. Measured with ``--variants`` (working_read's comments): DROP_NAMES, FULL_NAME, OTHERS and
 RELEASE_CHANGE 0.6 shipped (387 -> 394 of 460, 24 -> 18); CHANGE_THRESHOLD 0.45 (dev 16 left) lost a held-out fact.
+
+2026-11-26, ``--why`` on 394/460, 18 left: goals 5 another item replaced or the old value stored again ("B1 instead
+of B2"), 4 change turn not read as one, 2 no labelled change; preferences 2 not read as a change, 2 another item
+replaced; name / timezone 3. Contrasts (working_read's CONTRAST, CONTRAST_OLD, OLD_SHARED): a span that sets a new
+value against an old one ("X instead of / rather than Y", "X, not Y", "from A to B" with numbers) keeps only its new
+side in a changing turn and its old side names the item replaced: 394, 18 -> 15 (course splits unchanged); cut in
+every turn too it lost "miles not km" (393). NAME_PLACE ("Priya Raman" is a name, not a place) and DROP_FLOOR 0.4 (a
+drop sharing no word with a goal removes it only on a sure pair): no dev dialog changed, shipped as rules.
 """
 from __future__ import annotations
 

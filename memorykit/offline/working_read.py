@@ -29,7 +29,8 @@ CHANGE_THRESHOLD = 0.5   # a turn this sure to change something replaces its bes
                          # (2026-11-26: 0.45 dev superseded left 22 -> 20 of 252, recall 394 the same, with
                          # RELEASE_CHANGE 0.6 and OTHERS 394, 16; but the held-out split 0.901 -> 0.889: kept 0.5)
 CHANGE_FLOOR = 0.1       # ... if the pairwise revision model gives that item at least this
-DROP_FLOOR = 0.1          # ... a drop that shares no word with that item: at least this (0.1: as any fact)
+DROP_FLOOR = 0.4          # ... a drop that shares no word with that item: at least this (2026-11-26: 0.1, as any
+                          # fact, and 0.4 the same on dev and the course splits; 0.4 leaves an unrelated goal alone)
 SECOND_SPAN = 1          # read a second fact after a clause's span and a comma (0: off; a dev switch)
 RELEASE_CHANGE = 0.6      # a turn with no fact this sure to change something gives a stored item up (2026-11-26:
                           # 0.7 -> 0.6 superseded left 22 -> 20, recall the same) ...
@@ -58,10 +59,14 @@ PRONOUNS = {"it", "them", "that", "this", "those", "these", "one"}
 TIME_UNITS = {"year", "years", "month", "months", "week", "weeks", "day", "days", "today", "tomorrow",
               "tonight", "morning", "evening", "night", "weekend", "time", "now", "soon", "later"}
 MIN_LOWERCASE_POPULATION = 100_000
-OLD_SHARED = 0            # see ``named_old``
-NAME_PLACE = 1            # a place right after the name just given is part of the name (see ``_name_place``)
-CONTRAST = 1              # a span stating a contrast keeps only its new side (see ``new_side``)
-CONTRAST_OLD = 1          # ... and its old side names the stored item it replaces (see ``named_old``)
+# 2026-11-26, same dev dialogs (main 394/460, 18/252 left; course splits unchanged by each):
+CONTRAST = 1              # a span stating a contrast in a changing turn keeps only its new side (``new_side``)
+                          # and its old side reads no second fact: 394, 18 -> 16 ("B1 instead of B2" -> "B1",
+                          # "..., not organic chemistry"); cutting in every turn lost "miles not km" (393, 17)
+CONTRAST_OLD = 1          # ... and its old side names the stored item it replaces (``named_old``): 394, 16 ...
+OLD_SHARED = 1            # ... 15 when that item may share words with the new side too ("write a memoir")
+NAME_PLACE = 1            # a place right after the name just given is part of the name (``_name_place``;
+                          # "Hi, I'm Priya Raman."): no dev dialog changed
 # How English sets a new value against an old one inside one phrase: "B1 instead of B2", "short stories rather
 # than a memoir", "English, not Spanish", "from five to eight kilometres". Grammar, not the evaluation's words.
 NUMBER_WORDS = frozenset("""one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
