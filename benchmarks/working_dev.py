@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import argparse
 
-from memorykit.offline import working_change as wc, working_data as wd, working_models as wm, working_read as wr
+from memorykit.offline import working_change as wc, working_contrast as wct, working_data as wd, working_models as wm, working_read as wr
 from memorykit.offline.text import STOPWORDS, stem, words
 from memorykit.offline.working_geo import fold
 
@@ -296,7 +296,7 @@ def change_auc(c: float) -> str:
     return f"change model AUC {roc_auc_score(labels, scores):.3f} ({len(texts)} turns, {labels.sum()} changes, C={c})"
 
 
-DEFAULTS = {(m, k): v for m in (wr, wc) for k, v in vars(m).items() if k.isupper() and isinstance(v, (int, float))}
+DEFAULTS = {(m, k): v for m in (wr, wc, wct) for k, v in vars(m).items() if k.isupper() and isinstance(v, (int, float))}
 
 
 def wr_lists(lists):
@@ -313,7 +313,7 @@ def variant(spec: str) -> str:
     for (module, key), value in DEFAULTS.items():
         setattr(module, key, value)
     for key, value in settings.items():
-        module = wr if hasattr(wr, key) else wc
+        module = next((m for m in (wr, wct) if hasattr(m, key)), wc)
         if key not in ("train", "ctrain"):
             setattr(module, key, type(getattr(module, key))(float(value)))
     sets = {k: tuple(wd.DEV_DIALOG_FILES[int(n) - 1] for n in settings.get(k, settings.get("train", "123")))
@@ -367,7 +367,7 @@ def main() -> None:
     args = parser.parse_args()
     for item in args.set:
         key, value = item.split("=")
-        setattr(wr if hasattr(wr, key) else wc, key, float(value))
+        setattr(next((m for m in (wr, wct) if hasattr(m, key)), wc), key, float(value))
     if not args.slow:
         fast_embeddings()
     if args.auc:

@@ -305,6 +305,8 @@ def test_domain_modules_know_nothing_of_the_offline_backend():
     # the full name a user gives is kept; a comma or a lowercase word ends it
     ("Good morning. I am Halvard Brekke and I live in Bergen.", "Halvard Brekke"),
     ("Hello, this is Amara Nwosu, writing from Accra.", "Amara Nwosu"), ("I'm Mark, I live in Leeds.", "Mark"),
+    # a surname that is also a place is part of the name, not where the user lives
+    ("Good evening, I am Thomas Chester.", "Thomas Chester"),
 ])
 def test_read_name(text, name):
     assert read(text).name == name

@@ -15,7 +15,8 @@ from typing import Any
 from ..memory.working_tools import WorkingInput, WorkingUpdate
 from .working_models import cosine
 from . import working_read
-from .working_read import Fact, Reading, named_old, new_side, read, replaces, without_old
+from .working_contrast import named_old, new_side, without_old
+from .working_read import Fact, Reading, read, replaces
 
 FIELD_KINDS = {"name": "name", "timezone": "timezone", "goal": "goals", "like": "likes",
                "dislike": "dislikes", "style": "preferences"}
