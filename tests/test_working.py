@@ -386,7 +386,7 @@ def test_someone_elses_plan_is_not_the_users_goal(r, ns, llm):
     ("work from Monday to Friday", None),
 ])
 def test_a_contrast_splits_into_its_new_and_old_side(span, sides):
-    from memorykit.offline.working_read import contrast
+    from memorykit.offline.working_contrast import contrast
 
     got = contrast(span)
     assert (tuple(" ".join(x.split()).strip(" ,") for x in got) if got else None) == sides
