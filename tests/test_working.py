@@ -305,6 +305,8 @@ def test_domain_modules_know_nothing_of_the_offline_backend():
     # the full name a user gives is kept; a comma or a lowercase word ends it
     ("Good morning. I am Halvard Brekke and I live in Bergen.", "Halvard Brekke"),
     ("Hello, this is Amara Nwosu, writing from Accra.", "Amara Nwosu"), ("I'm Mark, I live in Leeds.", "Mark"),
+    # a surname that is also a place is part of the name, not where the user lives
+    ("Good evening, I am Thomas Chester.", "Thomas Chester"),
 ])
 def test_read_name(text, name):
     assert read(text).name == name
@@ -373,6 +375,31 @@ def test_someone_elses_plan_is_not_the_users_goal(r, ns, llm):
     wm.observe("My sister and I want to run a marathon.", llm, user_id=runner)
     assert "chef" not in wm.get(parent) and "swim" in wm.get(parent)
     assert "marathon" in wm.get(runner) and "swim" in wm.get(runner) and "marathon" not in wm.get(parent)
+
+
+@pytest.mark.parametrize("span, sides", [
+    ("C1 instead of C2", ("C1", "C2")), ("a novel rather than a screenplay", ("a novel", "a screenplay")),
+    ("reply in Portuguese, not French", ("reply in Portuguese", "French")),
+    ("swim from two to three kilometres", ("swim three kilometres", "two")),
+    # a verb's own negation, or nothing named on one side, is no contrast
+    ("I do not drink coffee", None), ("I am not a morning person", None), ("not doing it", None),
+    ("work from Monday to Friday", None),
+])
+def test_a_contrast_splits_into_its_new_and_old_side(span, sides):
+    from memorykit.offline.working_contrast import contrast
+
+    got = contrast(span)
+    assert (tuple(" ".join(x.split()).strip(" ,") for x in got) if got else None) == sides
+
+
+def test_a_change_stated_as_a_contrast_keeps_only_the_new_value(r, ns, llm):
+    """"C1 instead of C2" in a changing turn: the stored C2 goal goes and C2 is not stored again with the new one."""
+    wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE, scope="user")
+    for text in ("I want to pass the French DELF exam at C2 level.", "I'd also like to learn to cook Thai food.",
+                 "Change of plan, my employer only asks for C1, so I'm aiming for C1 instead of C2."):
+        wm.observe(text, llm, user_id="lea")
+    profile = wm.get("lea")
+    assert "C1" in profile and "C2" not in profile and "Thai food" in profile
 
 
 def test_a_release_is_left_alone_when_it_is_unclear_which_item_it_means():

@@ -15,7 +15,8 @@ from typing import Any
 from ..memory.working_tools import WorkingInput, WorkingUpdate
 from .working_models import cosine
 from . import working_read
-from .working_read import Fact, Reading, read, replaces, without_old
+from .working_contrast import named_old, new_side, without_old
+from .working_read import Fact, Reading, read, replaces
 
 FIELD_KINDS = {"name": "name", "timezone": "timezone", "goal": "goals", "like": "likes",
                "dislike": "dislikes", "style": "preferences"}
@@ -73,7 +74,8 @@ class Lists:
         for kind, items in self.lists.items():
             if (kind == "goal") != (fact.kind in ("goal", "drop")):
                 continue
-            gone = replaces(fact, items, kind, turn_may_replace=fact.message not in self.changed)
+            named = named_old(fact, items, kind) if fact.message not in self.changed else None
+            gone = [named] if named else replaces(fact, items, kind, turn_may_replace=fact.message not in self.changed)
             if gone:
                 self.changed.add(fact.message)
                 self.lists[kind] = [i for i in items if i not in gone]
@@ -81,7 +83,7 @@ class Lists:
                 removed += [(item, kind) for item in gone]
         if fact.kind == "drop":
             return
-        fact = without_old(fact, removed) if removed else fact
+        fact = new_side(without_old(fact, removed)) if removed else new_side(fact, fact.change)
         item = fact.item if target in ("goal", "style") else Fact("style", fact.span, fact.clause).item
         if item.lower() not in (i.lower() for i in self.lists[target]):
             self.lists[target].append(item)
