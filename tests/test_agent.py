@@ -310,26 +310,25 @@ class Fake500:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
-def test_http_500_from_an_openai_compatible_server(r, ns):
-    server = Fake500()
+def one_turn_against(server, r, ns):
+    """One short-term turn of an agent whose model is ``server`` (shut down afterwards): (agent, turn)."""
     try:
         llm = OpenAIChat("fake-model", api_key="sk-test", base_url=server.url, max_retries=0)
         a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term")
-        turn = a.chat("Hello there", user_id="u1", thread_id="t1")
+        return a, a.chat("Hello there", user_id="u1", thread_id="t1")
     finally:
         server.server.shutdown()
+
+
+def test_http_500_from_an_openai_compatible_server(r, ns):
+    server = Fake500()
+    a, turn = one_turn_against(server, r, ns)
     assert server.hits == 1 and "HTTP 500" in turn.error
     assert roles(a, "u1", "t1") == ["user"]
 
 
 def test_a_web_page_instead_of_a_chat_completion_is_a_clear_model_error(r, ns):
-    server = Fake500(200, b"<html><body>502 Bad Gateway</body></html>", "text/html")
-    try:
-        llm = OpenAIChat("fake-model", api_key="sk-test", base_url=server.url, max_retries=0)
-        a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term")
-        turn = a.chat("Hello there", user_id="u1", thread_id="t1")
-    finally:
-        server.server.shutdown()
+    a, turn = one_turn_against(Fake500(200, b"<html><body>502 Bad Gateway</body></html>", "text/html"), r, ns)
     assert "no chat completion" in turn.error and "Bad Gateway" in turn.error
     assert roles(a, "u1", "t1") == ["user"]
 
@@ -414,11 +413,16 @@ def test_indexes_redis_lost_are_created_again_on_first_use(agent, r, ns):
     assert agent.feedback.count("lena") == 0
 
 
-def test_redis_down_from_the_start(llm):
+def dead_redis(**options) -> tuple[redis.Redis, int]:
+    """A client for a loopback port nothing listens on, and that port."""
     with __import__("socket").socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    dead = redis.Redis(port=port, decode_responses=True, socket_connect_timeout=0.5)
+    return redis.Redis(port=port, decode_responses=True, **options), port
+
+
+def test_redis_down_from_the_start(llm):
+    dead, _ = dead_redis(socket_connect_timeout=0.5)
     a = mk.MemoryAgent(dead, llm=llm, namespace="nowhere", memory="short_term")
     turn = a.chat("Hello?", user_id="u1", thread_id="t1")
     assert "Redis is unavailable" in turn.error and turn.reply == ""
@@ -428,10 +432,7 @@ def test_redis_down_from_the_start(llm):
 def test_while_redis_is_down_waiting_messages_are_bounded_and_a_refused_one_is_said_so(llm, monkeypatch):
     monkeypatch.setattr(agent_module, "MAX_UNSAVED_PER_THREAD", 2)
     monkeypatch.setattr(agent_module, "MAX_UNSAVED_CHARS", 40)
-    with __import__("socket").socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dead = redis.Redis(port=port, decode_responses=True, retry=Retry(NoBackoff(), 0))  # fails at once
+    dead, port = dead_redis(retry=Retry(NoBackoff(), 0))  # fails at once
     a = mk.MemoryAgent(dead, llm=llm, namespace="nowhere", memory="short_term")
     turns = [a.chat(text, user_id="u1", thread_id=tid) for text, tid in
              (("one", "t1"), ("two", "t1"), ("three", "t1"), ("x" * 30, "t2"), ("y" * 20, "t3"))]
