@@ -68,6 +68,21 @@ def test_distance_threshold_turns_knn_into_range(store):
     assert store.search("What food do I like?", user_id="u", distance_threshold=0.01) == []
 
 
+@pytest.mark.parametrize("how", [dict(mode="text"), dict(mode="hybrid"), dict(mode="vector", recency=True),
+                                 dict(mode="hybrid", recency=True)])
+def test_distance_threshold_holds_in_every_mode(store, how):
+    store.add_many([{"content": t, "user_id": "u"} for t in
+                    ("User went to Paris in 2009", "User's cat is named Tom", "User is allergic to peanuts",
+                     "User works as a nurse in 2009")])
+    question = "Where did I travel in 2009?"
+    every = store.search(question, user_id="u", k=10, **how)
+    assert max(h.distance for h in every) > 0.5  # without it, a far memory comes back
+    near = store.search(question, user_id="u", k=10, distance_threshold=0.5, **how)
+    assert near and all(h.distance <= 0.5 for h in near)
+    assert [h.memory.id for h in near] == [h.memory.id for h in every if h.distance <= 0.5]
+    assert len(store.search(question, user_id="u", k=1, distance_threshold=0.5, **how)) == 1
+
+
 def test_calibrated_default_threshold_recalls_the_raphael_question(store):
     store.add("User went to Paris in 2009 for their honeymoon", user_id="raphael")
     hits = store.search("Where did I go back in 2009?", user_id="raphael",

@@ -321,8 +321,9 @@ class MemoryStore:
                filters: FilterExpression | None = None, as_of: float | None = None, touch: bool = True,
                vector: Sequence[float] | None = None, mode: str = "vector", recency=None) -> list[MemoryHit]:
         """Nearest memories the user may see, closest first, with cosine distances (0 = same);
-        ``mode="text" | "hybrid"`` and ``recency`` rank as in :mod:`.retrieval`. ``filters`` (a RedisVL
-        expression over the indexed fields) needs the query engine."""
+        ``mode="text" | "hybrid"`` and ``recency`` rank as in :mod:`.retrieval`. ``distance_threshold``
+        drops hits farther than it in every mode. ``filters`` (a RedisVL expression over the indexed
+        fields) needs the query engine."""
         self._scopes(user_id, memory_types)
         if k <= 0:
             return []
@@ -338,7 +339,8 @@ class MemoryStore:
             if filters is not None:
                 expr = expr & filters
             hits = retrieval.search(self, query, vector, expr, near, user_id=user_id,
-                                    memory_types=memory_types, k=k, mode=mode, recency=recency)
+                                    memory_types=memory_types, k=k, mode=mode, recency=recency,
+                                    distance_threshold=distance_threshold)
         else:
             rows = [(key, d) for key, d, _ in near(k) if distance_threshold is None or d <= distance_threshold]
             return self._hits([{"id": key, "vector_distance": d} for key, d in rows], user_id, memory_types, touch)

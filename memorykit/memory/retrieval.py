@@ -202,19 +202,23 @@ def rank(index, query: str, near: Callable[[int], list[tuple[str, float, float |
 
 
 def search(store, query: str, vector: Sequence[float], expr, near, *, user_id, memory_types, k: int = 5,
-           mode: str = "hybrid", recency: Recency | bool | None = None) -> list:
+           mode: str = "hybrid", recency: Recency | bool | None = None,
+           distance_threshold: float | None = None) -> list:
     """MemoryStore.search for ``mode="text" | "hybrid"`` or with ``recency``: MemoryHits whose
     ``distance``, ``text_score``, ``recency``, ``score`` and ``rank`` explain the order. Text needs the
-    query engine; the vector list comes from ``near`` (the store's Vector Sets)."""
+    query engine; the vector list comes from ``near`` (the store's Vector Sets). ``distance_threshold``
+    keeps the best ``k`` of the same ranking whose cosine distance is within it, in every mode."""
     recency = Recency() if recency is True else recency or None
     types = memory_type_list(memory_types)  # whose access sets: the user's own, and shared knowledge's
     owners = ([user_id] if user_id is not None else []) + ([None] if "semantic" in types else [])
     index = store.need_index(f"search(mode={mode!r})") if mode in ("text", "hybrid") else None
-    found = rank(index, query, near, expr, k=k, mode=mode, recency=recency,
-                 last_used=lambda ids: store.last_used(owners, ids))
+    found = rank(index, query, near, expr, k=k if distance_threshold is None else max(DEPTH, k), mode=mode,
+                 recency=recency, last_used=lambda ids: store.last_used(owners, ids))
     missing = [c for c in found if c.distance is None]  # found by the text query only: read their vectors
     for c, d in zip(missing, vectors.distances(store.redis, [c.id for c in missing], vector)):
         c.distance = d
+    if distance_threshold is not None:  # nan (no vector) is never within it
+        found = [c for c in found if c.distance <= distance_threshold][:k]
     by_id = {c.id.rsplit(":", 1)[-1]: c for c in found}
     hits = store._hits([{"id": c.id, "vector_distance": c.distance} for c in found], user_id, memory_types)
     for position, hit in enumerate(hits, 1):
