@@ -1,5 +1,6 @@
 """Memory as tools: search_memory / manage_memory bound to one user, used by the offline model."""
 import json
+import time
 
 import pytest
 
@@ -58,7 +59,16 @@ def test_manage_memory_add_update_delete_own_only(store):
     again = call(tools, "manage_memory", action="add", content="user prefers aisle seats.")
     assert again["status"] == "already known" and again["id"] == added["id"]
     upd = call(tools, "manage_memory", action="update", memory_id=added["id"], content="User prefers window seats")
-    assert store.get(added["id"], "raphael").content == "User prefers window seats" and upd["status"] == "updated"
+    assert upd["status"] == "updated" and upd["replaces"] == added["id"] and upd["id"] != added["id"]
+    assert store.get(upd["id"], "raphael").content == "User prefers window seats"
+    assert [m.content for m in store.history(upd["id"], user_id="raphael")] == [
+        "User prefers aisle seats", "User prefers window seats"]  # the old text is history, not overwritten
+    assert [h.memory.id for h in store.search("seats", user_id="raphael", k=5) if "seats" in h.memory.content] == [
+        upd["id"]]
+    assert "closed" in call(tools, "manage_memory", action="update", memory_id=added["id"], content="x")["error"]
+    same = call(tools, "manage_memory", action="update", memory_id=upd["id"], content="User prefers window seats")
+    assert same["status"] == "already known" and same["id"] == upd["id"]
+    added = upd
     theirs = store.list("mallory", ["episodic"])[0]
     for action in ("update", "delete"):
         out = call(tools, "manage_memory", action=action, memory_id=theirs.id, content="hijacked")
@@ -96,3 +106,33 @@ def test_context_block_feeds_the_offline_reply(store, llm):
     assert "Paris" in answer
     blank = llm.chat([mk.Message(role="user", content="Where did I go back in 2009?")]).content
     assert "Paris" not in blank
+
+
+def test_an_update_keeps_the_fact_it_replaces_for_as_of_and_history(store):
+    tools = mk.memory_tools(store, "ana")
+    london = call(tools, "manage_memory", action="add", content="User lives in London")
+    time.sleep(0.01)
+    between = time.time()
+    time.sleep(0.01)
+    berlin = call(tools, "manage_memory", action="update", memory_id=london["id"], content="User lives in Berlin")
+    then = store.search("Where does the user live?", user_id="ana", k=3, as_of=between)
+    now = store.search("Where does the user live?", user_id="ana", k=3)
+    assert [h.memory.content for h in then if "lives" in h.memory.content] == ["User lives in London"]
+    assert [h.memory.content for h in now if "lives" in h.memory.content] == ["User lives in Berlin"]
+    old = store.get(london["id"], "ana")
+    assert old.superseded_by == berlin["id"] and store.get(berlin["id"], "ana").supersedes == london["id"]
+    assert len(store.list("ana", ["episodic"], include_superseded=True)) == len(store.list("ana", ["episodic"])) + 1
+
+
+def test_two_updates_of_one_memory_at_once_leave_one_current_version(store):
+    import concurrent.futures as cf
+    first = store.add("User drives a Fiat", user_id="ana")
+    with cf.ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda car: call(mk.memory_tools(store, "ana"), "manage_memory", action="update",
+                                               memory_id=first.id, content=f"User drives a {car}"),
+                             ["Tesla", "Volvo", "Honda", "Mazda"]))
+    done = [o for o in outs if o.get("status") == "updated"]
+    assert len(done) == 1 and all("closed" in o["error"] for o in outs if o not in done)
+    current = [m for m in store.list("ana", ["episodic"]) if "drives" in m.content]
+    assert [m.id for m in current] == [done[0]["id"]]
+    assert [m.content for m in store.history(first.id, user_id="ana")] == ["User drives a Fiat", done[0]["content"]]

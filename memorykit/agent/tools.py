@@ -47,13 +47,16 @@ def memory_tools(store, user_id: str, *, llm=None) -> list[Tool]:
         if memory is None:  # the store answers "not yours" exactly like "absent"
             raise ToolError(f"no memory with id {memory_id!r} for this user; search_memory lists ids")
         try:
-            if action == "update":
-                memory = store.update(memory.id, content, user_id=user_id)
-            elif not store.delete(memory.id, user_id=user_id):
+            if action == "update":  # a new version; the old one stays as history (as_of, history())
+                decision = store.revise(memory.id, content, user_id=user_id)
+                return {"status": "updated" if decision.action == "UPDATE" else "already known",
+                        "id": decision.memory.id, "replaces": memory.id if decision.action == "UPDATE" else None,
+                        "content": decision.memory.content}
+            if not store.delete(memory.id, user_id=user_id):
                 raise ValidationError(f"no memory with id {memory_id!r}")
         except ValidationError as exc:  # deleted meanwhile, or bad content: the model can correct itself
             raise ToolError(f"{exc}; search_memory lists ids") from exc
-        return {"status": "updated" if action == "update" else "deleted", "id": memory.id, "content": memory.content}
+        return {"status": "deleted", "id": memory.id, "content": memory.content}
 
     search = Tool(
         name="search_memory",
@@ -73,7 +76,8 @@ def memory_tools(store, user_id: str, *, llm=None) -> list[Tool]:
         name="manage_memory",
         description=("Add, update or delete a long-term memory. Add facts worth keeping across "
                      "conversations (written as 'User ...' for facts about the user); update or "
-                     "delete a memory by the id search_memory returned when the user corrects it."),
+                     "delete a memory by the id search_memory returned when the user corrects it "
+                     "(an update keeps the old text as history)."),
         parameters={"type": "object",
                     "properties": {
                         "action": {"type": "string", "enum": ["add", "update", "delete"]},

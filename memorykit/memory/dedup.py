@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal, Sequence
 import redis
 from pydantic import BaseModel, field_validator, model_validator
 
-from ..errors import MemoryKitError
+from ..errors import MemoryKitError, ValidationError
 from ..keys import shared_key, user_key
 from ..llm.task import Task, TaskFailed, Text, is_placeholder, run_task
 from . import vectors
@@ -284,6 +284,34 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
         return decision
 
     return store.redis.transaction(attempt, ledger, value_from_callable=True)
+
+
+def revise(store: MemoryStore, memory_id: str, content: str, user_id: str | None = None, *,
+           shared: bool = False) -> Decision:
+    """A new version of the owner's current memory ``memory_id``, said as ``content``: written and the old one
+    closed (kept as history, linked both ways) in one transaction, as remember()'s UPDATE does. What an agent's
+    "update this memory" means ("I moved to Berlin"); :meth:`MemoryStore.update` edits in place instead. The
+    same text is a NOOP; a memory closed or changed meanwhile raises ValidationError (search again)."""
+    owner = owner_of(user_id, shared)
+    first = store.get(memory_id, user_id, shared=shared)
+    if first is None or first.user_id != owner:
+        raise ValidationError(f"no memory with id {memory_id!r}")
+    memory_type = first.memory_type
+    new = store._new(content, owner, memory_type, topics=first.topics, metadata=dict(first.metadata))
+    vector = store.embedder.embed(new.content)
+
+    def attempt(pipe) -> Decision:
+        target = store.get(memory_id, user_id, shared=shared)  # _apply WATCHes it and checks it is unchanged
+        if target is None or target.user_id != owner or not target.is_current:
+            raise ValidationError(f"memory {memory_id!r} was closed or deleted meanwhile"
+                                  + (f" (its newer version is {target.superseded_by!r})" if target else ""))
+        if target.content_hash == new.content_hash:
+            return Decision("NOOP", target, target, "the same text is already stored", "request")
+        decision = Decision("UPDATE", replace(new), target, "a new version, asked for by id", "request")
+        _apply(store, pipe, ledger_key(store, owner, memory_type), decision, vector)
+        return decision
+
+    return store.redis.transaction(attempt, ledger_key(store, owner, memory_type), value_from_callable=True)
 
 
 def _cascade(store: MemoryStore, new: Memory, vector, llm, decided: dict | None = None) -> Decision:

@@ -197,7 +197,8 @@ class MemoryStore:
 
     def update(self, memory_id: str, content: str | None = None, *, user_id: str | None = None,
                shared: bool = False, topics: Sequence[str] | None = None, metadata: dict | None = None) -> Memory:
-        """Change the owner's memory in place: only the changed paths (JSON.MERGE) in a WATCH transaction, so a
+        """Change the owner's memory in place (a correction; :meth:`revise` keeps the old text as history):
+        only the changed paths (JSON.MERGE) in a WATCH transaction, so a
         concurrent invalidation survives; new content is re-embedded and the exact-match ledger follows it."""
         owner = owner_of(user_id, shared)
         fresh = self._new(content, owner, "semantic") if content is not None else None
@@ -437,6 +438,7 @@ class MemoryStore:
         return chain
 
     remember = dedup.remember  # the agent's write path: hash -> vectors -> decision -> apply (memory/dedup.py)
+    revise = dedup.revise  # a new version of a memory named by id, the old one kept as history
 
     def forget_user(self, user_id: str) -> int:
         """Remove everything memorykit stored for this user in exactly this namespace (shared knowledge
