@@ -282,6 +282,35 @@ def test_backdated_fact_older_than_the_current_one_is_kept_as_history(store, llm
         ["User lives in Lisbon."]
 
 
+def test_backdated_facts_go_into_the_chain_at_their_time_and_are_stored_once(store, llm, monkeypatch):
+    monkeypatch.setattr(dedup, "decide", lambda new, existing, llm: dedup.MemoryDecision(
+        action="UPDATE", target=0, reason="every fact here replaces the home before it"))
+    now = time.time()
+    paris = store.remember("User lives in Paris.", user_id="u1", observed_at=now - 3 * YEAR, llm=llm)
+    berlin = store.remember("User lives in Berlin.", user_id="u1", llm=llm)
+    london = store.remember("User lives in London.", user_id="u1", observed_at=now - YEAR, llm=llm)
+    assert london.action == "UPDATE" and "history" in london.reason
+    chain = [m.content for m in store.history(berlin.memory.id, user_id="u1")]
+    assert chain == ["User lives in Paris.", "User lives in London.", "User lives in Berlin."]
+    assert [m.id for m in store.history(paris.memory.id, user_id="u1")] == \
+        [m.id for m in store.history(london.memory.id, user_id="u1")]
+    at = lambda t: [h.memory.content for h in store.search("home", user_id="u1", k=5, as_of=t)]
+    assert (at(now - 2 * YEAR), at(now - YEAR / 2), at(None)) == (
+        ["User lives in Paris."], ["User lives in London."], ["User lives in Berlin."])
+    writers = [threading.Thread(target=store.remember, args=("User lives in Rome.",),
+                                kwargs=dict(user_id="u1", observed_at=now - 2 * YEAR, llm=llm)) for _ in range(3)]
+    _run(writers)
+    again = store.remember("User lives in Rome.", user_id="u1", observed_at=now - 2 * YEAR, llm=llm)
+    assert again.action == "NOOP"
+    every = store.list("u1", ["episodic"], include_superseded=True)
+    assert sorted(m.content for m in every) == sorted(
+        ["User lives in Paris.", "User lives in Rome.", "User lives in London.", "User lives in Berlin."])
+    assert at(now - 2 * YEAR + 86400) == ["User lives in Rome."] and at(now - 2.5 * YEAR) == ["User lives in Paris."]
+    earlier = store.remember("User lives in London.", user_id="u1", observed_at=now - 1.5 * YEAR, llm=llm)
+    assert earlier.action == "NOOP" and at(now - 1.5 * YEAR + 86400) == ["User lives in London."]
+    assert len(store.list("u1", ["episodic"], include_superseded=True)) == 4
+
+
 def test_shared_facts_need_the_shared_api_and_system_is_a_user(store, llm):
     d = store.remember("Paris is the capital of France.", shared=True, llm=llm)
     assert d.memory.user_id is None and d.memory.shared and d.memory.memory_type == "semantic"

@@ -356,13 +356,11 @@ def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, st
         drop_target = pipe.hget(ledger, target.content_hash) == target.id
     if stamp_now:
         new.created_at = new.updated_at = new.valid_from = time.time()
+    if closing and new.valid_from < (target.valid_from or 0):  # observed_at says: older than what we know
+        _into_the_past(store, pipe, decision, vector)
+        return
     if closing:
-        if new.valid_from < (target.valid_from or 0):  # observed_at says: older than what we know
-            new.invalid_at, new.superseded_by = target.valid_from, target.id
-            decision.reason += " (older than the current memory: kept as history)"
-            closing = False
-        else:
-            new.supersedes = target.id
+        new.supersedes = target.id
     pipe.multi()
     store._write(new, vector, pipe=pipe)
     if new.invalid_at is None:
@@ -371,6 +369,47 @@ def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, st
         _close(store, pipe, target, new.valid_from, new.id)
         if drop_target and target.content_hash != new.content_hash:
             pipe.hdel(ledger, target.content_hash)
+
+
+def _version(store: MemoryStore, pipe, memory_id: str | None, owner: str | None) -> Memory | None:
+    """WATCH and read one version of a chain (None: no link, deleted, or not this owner's)."""
+    if not memory_id:
+        return None
+    pipe.watch(store.key(memory_id, owner))
+    memory, tag = store._parse(decoded(pipe.json().get(store.key(memory_id, owner), "$")))
+    return memory if memory is not None and tag == tag_of(owner) else None
+
+
+def _into_the_past(store: MemoryStore, pipe, decision: Decision, vector) -> None:
+    """Queue a fact observed before the current version ``decision.target``: it goes into that chain at its
+    time, after the version it follows (closed then) and before the next (which now supersedes it), every
+    version read under WATCH. If the version true at that time says the same, it already held: NOOP; if the
+    next one says the same, that one held from this earlier time on."""
+    new, owner = decision.memory, decision.target.user_id
+    after, before = decision.target, _version(store, pipe, decision.target.supersedes, owner)
+    while before is not None and (before.valid_from or 0) > new.valid_from:
+        after, before = before, _version(store, pipe, before.supersedes, owner)
+    pipe.multi()
+    if before is not None and before.content_hash == new.content_hash:
+        decision.action, decision.memory = "NOOP", before
+        decision.reason += " (already known for that time)"
+        return
+    if after.content_hash == new.content_hash:
+        pipe.json().merge(store.key(after.id, owner), "$", {"valid_from": new.valid_from, "updated_at": time.time()})
+        after.valid_from = new.valid_from
+        vectors.set_attributes(pipe, store.vectors_key(owner), after)
+        if before is not None:
+            _close(store, pipe, before, new.valid_from, after.id)
+        decision.action, decision.memory = "NOOP", after
+        decision.reason += " (a later version says the same: it held from this earlier time)"
+        return
+    new.invalid_at, new.superseded_by, new.supersedes = after.valid_from, after.id, before.id if before else None
+    decision.reason += " (older than the current memory: kept as history)"
+    store._write(new, vector, pipe=pipe)
+    if before is not None:
+        _close(store, pipe, before, new.valid_from, new.id)
+    pipe.json().merge(store.key(after.id, owner), "$", {"supersedes": new.id})
+    after.supersedes = new.id
 
 
 def _close(store: MemoryStore, pipe, memory: Memory, at: float, by: str) -> None:
