@@ -131,13 +131,13 @@ def test_a_shared_pool_keeps_no_user_text(r, emb, ns):
     calls = [{"name": "get_sleep_analysis",
               "arguments": {"period": "last_week", "note": "recovering from my HIV treatment", "days": 7,
                             "since": "1984-03-07", "account": 4111111111111111, "weight_kg": 512,
-                            "detailed": True}}]
+                            "detailed": True, "Zorblax_HIV": True, "pin_4417": None}}]
     kept = pool.store("How did I sleep while recovering from my HIV treatment?", ["get_sleep_analysis"], 0.9, 10,
                       user_id="alice", calls=calls, parameters=params)
     doc = r.json().get(pool.key(kept.id))
     stored = json.dumps({k: v for k, v in doc.items() if k != "embeddings"})  # floats may spell any digits
     assert doc["embeddings"] and set(doc) > {"query", "calls", "examples"}
-    for typed in ("HIV", "recovering", "alice", "1984", "4111111111111111", "512"):
+    for typed in ("HIV", "recovering", "alice", "1984", "4111111111111111", "512", "Zorblax", "4417"):
         assert typed not in stored, typed
     hit = pool.suggest("how did I sleep last week", user_id="a|b", k=1)[0]
     # kept: enum values, booleans and numbers inside the schema's bounds; a date, an unbounded number

@@ -137,12 +137,13 @@ def _kept_value(value: Any, spec: dict[str, Any]) -> bool:
 
 def redact_calls(calls: Sequence[dict[str, Any]], parameters: dict[str, dict[str, Any]] | None = None
                  ) -> list[dict[str, Any]]:
-    """Tool calls without the user's words: each argument kept only if :func:`_kept_value` allows it.
-    ``parameters`` maps a tool name to its JSON-schema parameters (for enum values)."""
+    """Tool calls without the user's words: each argument kept only if the tool's schema names it and
+    :func:`_kept_value` allows its value (an argument's name outside the schema is words too).
+    ``parameters`` maps a tool name to its JSON-schema parameters."""
     out = []
     for call in calls:
         props = ((parameters or {}).get(call["name"]) or {}).get("properties") or {}
-        args = {k: v for k, v in (call.get("arguments") or {}).items() if _kept_value(v, props.get(k) or {})}
+        args = {k: v for k, v in (call.get("arguments") or {}).items() if k in props and _kept_value(v, props[k])}
         out.append({"name": call["name"], "arguments": args})
     return out
 
