@@ -262,3 +262,26 @@ def test_lookalike_user_and_thread_ids_never_share_messages(r, emb, ns):
         hits = index.search("locker code", user_id=u, k=20)
         assert {h.message.content[-1] for h in hits} == {str(ids.index(u))}
         assert {h.thread_id for h in index.search("locker", user_id=u, thread_id="t1 ", k=20)} == {"t1 "}
+
+
+def test_expired_threads_leave_the_thread_list_and_the_key_registry_when_listed(r, ns, idx):
+    from memorykit.keys import registry_key
+    threads = [idx.history("u1", f"session {i}", ttl=100) for i in range(5)]
+    for h in threads:
+        h.append(mk.Message(role="user", content=f"hello from {h.thread_id}"))
+    other = idx.history("u2", "session 0", ttl=100)
+    other.append(mk.Message(role="user", content="another user's thread of the same name"))
+    registry = registry_key(ns, "u1")
+    assert r.smembers(registry) == {h.vectors_key for h in threads}
+    for h in threads[:4]:  # as if expired: the thread, then its recall vectors
+        r.delete(h.key, *r.smembers(h.vectors_key), h.vectors_key)
+    assert [t for t, _ in threads[0].list_threads()] == ["session 4"]
+    assert r.smembers(registry) == {threads[4].vectors_key} and r.zcard(threads[0].threads_key) == 1
+    r.delete(threads[4].key)  # expired, while its vectors still outlive it: they stay registered and listed
+    assert threads[0].list_threads() == [] and r.smembers(registry) == {threads[4].vectors_key}
+    assert r.zcard(threads[0].threads_key) == 1
+    r.delete(*r.smembers(threads[4].vectors_key), threads[4].vectors_key)
+    assert threads[0].list_threads() == [] and not r.exists(registry, threads[0].threads_key)
+    assert [t for t, _ in other.list_threads()] == ["session 0"]
+    assert r.smembers(registry_key(ns, "u2")) == {other.vectors_key}
+    assert idx.search("hello", user_id="u2", k=5)

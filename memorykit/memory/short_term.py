@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 import redis
 
 from ..errors import MemoryKitError, ValidationError
-from ..keys import check_id, check_namespace, check_text, user_key
+from ..keys import check_id, check_namespace, check_text, registry_key, user_key
 from ..messages import Message, as_message, count_tokens
 
 log = logging.getLogger(__name__)
@@ -223,12 +223,18 @@ return #keys
 """
 VECTOR_SLACK = 0.25  # a thread's recall vectors live up to this share of its TTL longer than it (see _TOUCH)
 
-# Remove thread ids (ARGV) from the user's thread list (KEYS[1]) whose thread (KEYS[i + 1]) is still gone: checked
-# and removed in one step, so a thread an append brings back meanwhile stays listed.
+# Remove thread ids (ARGV) from the user's thread list (KEYS[1]) whose thread (KEYS[i + 2]) and recall vectors are
+# still gone, and their vectors' set from the user's key registry (KEYS[2]): checked and removed in one step, so a
+# thread an append brings back meanwhile stays listed, and vectors outliving their thread stay findable by
+# forget_user until a later listing finds them gone too.
 _PRUNE = """
 local n = 0
 for i = 1, #ARGV do
-  if redis.call('EXISTS', KEYS[i + 1]) == 0 then n = n + redis.call('ZREM', KEYS[1], ARGV[i]) end
+  local vectors = KEYS[i + 2] .. ':vectors'  -- its recall set (it may outlive the thread), in the key registry
+  if redis.call('EXISTS', KEYS[i + 2]) == 0 and redis.call('EXISTS', vectors) == 0 then
+    n = n + redis.call('ZREM', KEYS[1], ARGV[i])
+    redis.call('SREM', KEYS[2], vectors)
+  end
 end
 return n
 """
@@ -398,7 +404,9 @@ class ChatHistory:
         return self.index.search(query, user_id=self.user_id, k=k, **kwargs)
 
     def list_threads(self) -> list[tuple[str, float]]:
-        """This user's live threads, most recent first, as (thread_id, last_activity); expired ones pruned."""
+        """This user's live threads, most recent first, as (thread_id, last_activity). Expired ones are pruned
+        from the list and from the user's key registry: an app that never lists threads should call this now
+        and then (a periodic job), or both grow by one entry per expired thread."""
         entries = self.r.zrevrange(self.threads_key, 0, -1, withscores=True)
         if not entries:
             return []
@@ -408,6 +416,7 @@ class ChatHistory:
             alive = pipe.execute()
         gone = [t for (t, _), ok in zip(entries, alive) if not ok]
         if gone:
-            self._prune(keys=[self.threads_key, *(user_key(self.namespace, "thread", self.user_id, t) for t in gone)],
+            self._prune(keys=[self.threads_key, registry_key(self.namespace, self.user_id),
+                              *(user_key(self.namespace, "thread", self.user_id, t) for t in gone)],
                         args=gone)
         return [(t, score) for (t, score), ok in zip(entries, alive) if ok]
