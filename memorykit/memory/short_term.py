@@ -74,14 +74,17 @@ def fix_boundaries(messages: Sequence[Message | dict], start: int = 0) -> list[M
 
 
 def trim_last(messages: Sequence[Message | dict], n: int) -> list[Message]:
-    """The system head + at most the last ``n`` other messages, starting on a valid boundary (if any)."""
+    """The system head + at most the last ``n`` other messages, starting on a valid boundary (if any).
+    ``n`` is a hard limit: when the last turn alone (a question and its tool calls) is longer, only the head is
+    left, so a prompt built mid tool loop needs an ``n`` that holds a whole turn."""
     if n < 0:
         raise ValidationError(f"n must be >= 0, got {n}")
     return fix_boundaries(messages, len(messages) - n)
 
 
 def trim_to_tokens(messages: Sequence[Message | dict], max_tokens: int) -> list[Message]:
-    """The system head + the longest valid recent window whose tokens (``count_tokens``) fit ``max_tokens``."""
+    """The system head + the longest valid recent window whose tokens (``count_tokens``) fit ``max_tokens``;
+    only the head when the last turn alone does not fit (see :func:`trim_last`)."""
     if max_tokens <= 0:
         raise ValidationError(f"max_tokens must be > 0, got {max_tokens}")
     msgs = [as_message(m) for m in messages]
