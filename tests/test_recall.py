@@ -51,8 +51,9 @@ def test_only_user_and_assistant_text_is_indexed(r, ns, idx):
               mk.Message(role="assistant", content="It is 3 degrees in Oslo.")])
     assert idx.count("u1") == 2
     assert {m.message.role for m in idx.search("weather", user_id="u1", k=10)} == {"user", "assistant"}
-    doc = r.json().get(idx.key("u1", "t1", h.messages()[1].id))
-    assert doc["user_id"] == "u1" and doc["thread_id"] == "t1" and doc["text"] == "What's the weather in Oslo?"
+    key = idx.key("u1", "t1", h.messages()[1].id)
+    assert r.type(key) == "hash" and r.hstrlen(key, "embedding") == 4 * idx.embedder.dims  # float32 bytes
+    assert r.hmget(key, "user_id", "thread_id", "text") == ["u1", "t1", "What's the weather in Oslo?"]
 
 
 def test_search_finds_by_meaning_across_threads(r, ns, idx):

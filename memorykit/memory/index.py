@@ -280,12 +280,14 @@ def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None
 
 
 def _indexes(client: redis.Redis, namespace: str) -> list[SearchIndex]:
-    """This namespace's indexes that exist and hold memorykit's encoded owner tags."""
+    """This namespace's indexes that exist and hold memorykit's encoded owner tags (JSON documents read them
+    from ``$.user_tag``; HASHes, the message index's, store the encoded tag as ``user_id``)."""
     if not has_query_engine(client):
         return []
     names = {n.decode() if isinstance(n, bytes) else n for n in client.execute_command("FT._LIST")}
     found = [SearchIndex.from_existing(n, redis_client=client) for n in index_names(namespace) if n in names]
-    return [i for i in found if getattr(i.schema.fields.get("user_id"), "path", None) == owner_field()["path"]]
+    return [i for i in found if i.schema.index.storage_type.value == "hash" and "user_id" in i.schema.fields
+            or getattr(i.schema.fields.get("user_id"), "path", None) == owner_field()["path"]]
 
 
 def _memids(namespace: str, user_id: str) -> str:
