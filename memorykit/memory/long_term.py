@@ -40,8 +40,7 @@ def memory_schema(namespace: str) -> dict[str, Any]:
     which lives in the owner's Vector Set): text, owner, type, topics and times. The content hash is not indexed:
     exact matches go through the per-owner ledger, and a unique tag per memory costs ~150 bytes each."""
     return {
-        "index": {"name": f"{namespace}_memories", "prefix": f"{namespace}:memory:{{",
-                  "storage_type": "json"},
+        "index": {"name": f"{namespace}_memories", "prefix": f"{namespace}:memory:{{", "storage_type": "json"},
         "fields": [
             {"name": "content", "type": "text"},
             owner_field("user_id"),
@@ -53,7 +52,6 @@ def memory_schema(namespace: str) -> dict[str, Any]:
             {"name": "invalid_at", "type": "numeric", "attrs": {"index_missing": True}},
         ],
     }
-
 
 
 class MemoryStore:
@@ -197,9 +195,9 @@ class MemoryStore:
 
     def update(self, memory_id: str, content: str | None = None, *, user_id: str | None = None,
                shared: bool = False, topics: Sequence[str] | None = None, metadata: dict | None = None) -> Memory:
-        """Change the owner's memory in place (a correction; :meth:`revise` keeps the old text as history):
-        only the changed paths (JSON.MERGE) in a WATCH transaction, so a
-        concurrent invalidation survives; new content is re-embedded and the exact-match ledger follows it."""
+        """Correct the owner's memory in place (:meth:`revise` keeps the old text as history): the changed paths
+        (JSON.MERGE) in a WATCH transaction, so a concurrent invalidation survives; new content is re-embedded
+        and the exact-match ledger follows it."""
         owner = owner_of(user_id, shared)
         fresh = self._new(content, owner, "semantic") if content is not None else None
         vector = self.embedder.embed(fresh.content) if fresh else None
@@ -321,10 +319,9 @@ class MemoryStore:
                distance_threshold: float | None = None, *, topics: Sequence[str] | None = None,
                filters: FilterExpression | None = None, as_of: float | None = None, touch: bool = True,
                vector: Sequence[float] | None = None, mode: str = "vector", recency=None) -> list[MemoryHit]:
-        """Nearest memories the user may see, closest first, with cosine distances (0 = same);
-        ``mode="text" | "hybrid"`` and ``recency`` rank as in :mod:`.retrieval`. ``distance_threshold``
-        drops hits farther than it in every mode. ``filters`` (a RedisVL expression over the indexed
-        fields) needs the query engine."""
+        """Nearest memories the user may see (none farther than ``distance_threshold``), closest first, with
+        cosine distances (0 = same); ``mode="text" | "hybrid"`` and ``recency`` rank as in :mod:`.retrieval`.
+        ``filters`` (a RedisVL expression over the indexed fields) needs the query engine."""
         self._scopes(user_id, memory_types)
         if k <= 0:
             return []
@@ -339,9 +336,8 @@ class MemoryStore:
                 expr = expr & (Tag("topics") == topic_list(topics))
             if filters is not None:
                 expr = expr & filters
-            hits = retrieval.search(self, query, vector, expr, near, user_id=user_id,
-                                    memory_types=memory_types, k=k, mode=mode, recency=recency,
-                                    distance_threshold=distance_threshold)
+            hits = retrieval.search(self, query, vector, expr, near, user_id=user_id, memory_types=memory_types,
+                                    k=k, mode=mode, recency=recency, distance_threshold=distance_threshold)
         else:
             rows = [(key, d) for key, d, _ in near(k) if distance_threshold is None or d <= distance_threshold]
             return self._hits([{"id": key, "vector_distance": d} for key, d in rows], user_id, memory_types, touch)
