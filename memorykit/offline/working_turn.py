@@ -18,7 +18,7 @@ OLD_FIRST = 1             # in a changing turn, an earlier fact sharing words (n
                           # with exactly one stored item is that item's old value: it is removed, not stored again
 MENTION = 1               # a clause stating no fact that names exactly one stored item of the group a new fact of
                           # the turn belongs to gives that item up ...
-MENTION_FLOOR = 0.0       # ... if the revision model gives the clause (as a drop / release) at least this for it
+MENTION_FLOOR = 0.5       # ... if the revision model gives the clause (as a drop / release) at least this for it
 MENTION_CHANGE = 0.0      # ... in a turn the change model gives at least this
 LEAD_OLD = 1              # a replacing fact "old part, new part" keeps the part after the comma (``lead_cut``)
 
