@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import argparse
 
-from memorykit.offline import working as wk, working_change as wc, working_contrast as wct, working_data as wd, working_models as wm, working_read as wr, working_turn as wt
+from memorykit.offline import working as wk, working_change as wc, working_intro as wi, working_contrast as wct, working_data as wd, working_models as wm, working_read as wr, working_turn as wt
 from memorykit.offline.text import STOPWORDS, stem, words
 from memorykit.offline.working_geo import fold
 
@@ -295,7 +295,7 @@ def change_auc(c: float) -> str:
     return f"change model AUC {roc_auc_score(labels, scores):.3f} ({len(texts)} turns, {labels.sum()} changes, C={c})"
 
 
-DEFAULTS = {(m, k): v for m in (wr, wc, wct, wt, wk) for k, v in vars(m).items() if k.isupper() and isinstance(v, (int, float))}
+DEFAULTS = {(m, k): v for m in (wr, wc, wct, wt, wk, wi) for k, v in vars(m).items() if k.isupper() and isinstance(v, (int, float))}
 
 
 def wr_lists(lists):
@@ -312,7 +312,7 @@ def variant(spec: str) -> str:
     for (module, key), value in DEFAULTS.items():
         setattr(module, key, value)
     for key, value in settings.items():
-        module = next((m for m in (wr, wct, wt, wk) if hasattr(m, key)), wc)
+        module = next((m for m in (wr, wct, wt, wk, wi) if hasattr(m, key)), wc)
         if key not in ("train", "ctrain"):
             setattr(module, key, type(getattr(module, key))(float(value)))
     sets = {k: tuple(wd.DEV_DIALOG_FILES[int(n) - 1] for n in settings.get(k, settings.get("train", "123")))
@@ -366,7 +366,7 @@ def main() -> None:
     args = parser.parse_args()
     for item in args.set:
         key, value = item.split("=")
-        setattr(next((m for m in (wr, wct, wt, wk) if hasattr(m, key)), wc), key, float(value))
+        setattr(next((m for m in (wr, wct, wt, wk, wi) if hasattr(m, key)), wc), key, float(value))
     if not args.slow:
         fast_embeddings()
     if args.auc:

@@ -14,9 +14,9 @@ from typing import Any
 
 from ..memory.working_tools import WorkingInput, WorkingUpdate
 from .working_models import cosine
-from . import working_read, working_turn
+from . import working_intro, working_read, working_turn
 from .working_contrast import named_old, new_side, without_old
-from .working_read import Fact, Reading, read, replaces
+from .working_read import Fact, Reading, replaces
 
 FIELD_KINDS = {"name": "name", "timezone": "timezone", "goal": "goals", "like": "likes",
                "dislike": "dislikes", "style": "preferences"}
@@ -266,7 +266,7 @@ def run(inp: WorkingInput, tools=None) -> WorkingUpdate:
     """Read the new messages, apply what they say to the current content in its format."""
     if inp.rejected:
         return WorkingUpdate(changed=False, reason=f"left as it was: the store rejected the update ({inp.rejected})")
-    readings = [read(m) for m in inp.messages]
+    readings = [working_intro.read(m) for m in inp.messages]
     if all(r.empty for r in readings):
         return WorkingUpdate(changed=False, reason="the messages say nothing about the user to keep")
     if inp.format == "schema":
