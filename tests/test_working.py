@@ -402,6 +402,45 @@ def test_a_change_stated_as_a_contrast_keeps_only_the_new_value(r, ns, llm):
     assert "C1" in profile and "C2" not in profile and "Thai food" in profile
 
 
+def test_an_old_value_restated_before_the_new_one_is_removed_not_stored_again():
+    """In a changing turn, an earlier fact sharing words (not in the turn's last fact) with one stored item is
+    that item's old value; a fact stating a contrast is a new value and stays."""
+    from memorykit.offline.working_read import Fact
+    from memorykit.offline.working_turn import given_up
+
+    said = "Got a raise, twelve weeks is too slow, I want to finish the course in eight weeks."
+    old, new = (Fact("goal", span, said, 1.0, 0.9, said) for span in (
+        "twelve weeks is too slow", "finish the course in eight weeks"))
+    lists = {"goal": ["Finish the course in twelve weeks", "Learn Italian"], "style": []}
+    assert given_up([old, new], lists) == ([new], ("goal", "Finish the course in twelve weeks"))
+    contrast = Fact("goal", "finish in eight weeks instead of twelve", said, 1.0, 0.9, said)
+    assert given_up([contrast, new], lists)[0] == [contrast, new]
+    calm = [Fact("goal", f.span, said, 1.0, 0.2, said) for f in (old, new)]   # a turn not read as a change
+    assert given_up(calm, lists) == (calm, None)
+
+
+def test_a_clause_naming_a_stored_item_gives_it_up_but_a_question_does_not():
+    from memorykit.offline.working_read import read
+    from memorykit.offline.working_turn import given_up
+
+    lists = {"goal": ["Take a pottery class on Saturdays", "Run a 10k in the autumn"], "style": []}
+    facts = read("the pottery class is history lol. learning italian now").facts
+    assert given_up(facts, lists)[1] == ("goal", "Take a pottery class on Saturdays")
+    facts = read("Is the pottery class expensive? I also want to learn Italian.").facts
+    assert given_up(facts, lists)[1] is None
+
+
+def test_a_relatives_plan_or_home_is_not_the_users(r, ns, llm):
+    """"my wife would like to ..., she ..." is her plan; "my brother lives in X, he ..." is his home."""
+    wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE, scope="user")
+    for text in ("I live in Lisbon.", "I want to learn to sail.",
+                 "My wife would like to open a bakery, she has dreamed of it for years.",
+                 "My brother lives in Osaka now, he says the food is amazing."):
+        wm.observe(text, llm, user_id="rui")
+    profile = wm.get("rui")
+    assert "bakery" not in profile and "sail" in profile and "Europe/Lisbon" in profile
+
+
 def test_a_release_is_left_alone_when_it_is_unclear_which_item_it_means():
     from memorykit.offline.working_read import read, released
 

@@ -14,13 +14,14 @@ from typing import Any
 
 from ..memory.working_tools import WorkingInput, WorkingUpdate
 from .working_models import cosine
-from . import working_read
+from . import working_intro, working_read, working_turn
 from .working_contrast import named_old, new_side, without_old
-from .working_read import Fact, Reading, read, replaces
+from .working_read import Fact, Reading, replaces
 
 FIELD_KINDS = {"name": "name", "timezone": "timezone", "goal": "goals", "like": "likes",
                "dislike": "dislikes", "style": "preferences"}
 FIELD_THRESHOLD = 0.5
+SIDE_FIRST = 1            # a replacing fact keeps its contrast's new side before the replaced words are cut
 LIST_KINDS = ("goal", "like", "dislike", "style")
 _KV = re.compile(r"^(\s*[-*]\s*)([^:]{1,40}):(.*)$")
 _EMPTY_BULLET = re.compile(r"^\s*[-*]\s*(?:\.\.\.|…|\(none\)|none|n/a|tbd)?\s*$", re.IGNORECASE)
@@ -83,12 +84,35 @@ class Lists:
                 removed += [(item, kind) for item in gone]
         if fact.kind == "drop":
             return
-        fact = new_side(without_old(fact, removed)) if removed else new_side(fact, fact.change)
+        if removed:   # the new side of a contrast first ("IELTS 7.5 not 7.0"), then the replaced words cut
+            fact = without_old(new_side(fact), removed) if SIDE_FIRST else new_side(without_old(fact, removed))
+            fact = working_turn.lead_cut(fact, removed)
+        else:
+            fact = new_side(fact, fact.change)
         item = fact.item if target in ("goal", "style") else Fact("style", fact.span, fact.clause).item
         if item.lower() not in (i.lower() for i in self.lists[target]):
             self.lists[target].append(item)
             self.log.append(f"{fact.kind}: {item}")
 
+
+    def apply_all(self, facts: list[Fact]) -> None:
+        """Every fact, a message at a time: the item a turn gives up as a whole (:mod:`.working_turn`) first."""
+        turns: list[list[Fact]] = []
+        for fact in facts:
+            if turns and turns[-1][0].message == fact.message:
+                turns[-1].append(fact)
+            else:
+                turns.append([fact])
+        for turn in turns:
+            message, gone = turn[0].message, None
+            if message not in self.changed:
+                turn, gone = working_turn.given_up(turn, self.lists)
+            if gone:
+                self.changed.add(message)
+                self.lists[gone[0]] = [i for i in self.lists[gone[0]] if i != gone[1]]
+                self.log.append("removed " + gone[1])
+            for fact in turn:
+                self.apply(fact)
 
     def release(self, fact: Fact) -> None:
         """A turn that gives something up and names nothing new: remove the item it is surely about."""
@@ -142,8 +166,7 @@ def apply_template(markdown: str, readings: list[Reading]) -> tuple[str, list[st
     bodies = {k: [re.sub(r"^\s*[-*]\s*", "", b).strip() for b in lines[i + 1:e]
                   if b.strip() and not _EMPTY_BULLET.match(b) and not _KV.match(b)] for k, (i, e) in sections.items()}
     edits = Lists(bodies)
-    for fact in facts:
-        edits.apply(fact)
+    edits.apply_all(facts)
     for kind, (i, end) in sorted(sections.items(), key=lambda s: -s[1][0]):
         if edits.lists[kind] != bodies[kind]:
             keep = [b for b in lines[i + 1:end] if _KV.match(b)]
@@ -203,8 +226,7 @@ def apply_schema(schema: dict, current: dict, readings: list[Reading]) -> tuple[
         before[kind] = [str(x) for x in old] if isinstance(old, list) else [
             x.strip() for x in str(old or "").split(";") if x.strip()]
     edits = Lists(before)
-    for fact in facts:
-        edits.apply(fact)
+    edits.apply_all(facts)
     for kind, (path, is_array) in lists.items():
         if edits.lists[kind] != before[kind]:
             _put(update, path, edits.lists[kind] if is_array else "; ".join(edits.lists[kind]))
@@ -233,8 +255,7 @@ def apply_text(text: str, readings: list[Reading]) -> tuple[str, list[str]]:
         return [line.split(":", 1)[1].strip() for line in lines if line.lower().startswith(label.lower() + ":")]
 
     edits = Lists({"goal": items("Goal"), "style": items("Preference")})
-    for fact in facts:
-        edits.apply(fact)
+    edits.apply_all(facts)
     lines = [line for line in lines if not line.lower().startswith(("goal:", "preference:"))]
     lines += [f"Goal: {g}" for g in edits.lists["goal"]] + [f"Preference: {p}" for p in edits.lists["style"]]
     return "\n".join(lines) + "\n", log + edits.log
@@ -245,7 +266,7 @@ def run(inp: WorkingInput, tools=None) -> WorkingUpdate:
     """Read the new messages, apply what they say to the current content in its format."""
     if inp.rejected:
         return WorkingUpdate(changed=False, reason=f"left as it was: the store rejected the update ({inp.rejected})")
-    readings = [read(m) for m in inp.messages]
+    readings = [working_intro.read(m) for m in inp.messages]
     if all(r.empty for r in readings):
         return WorkingUpdate(changed=False, reason="the messages say nothing about the user to keep")
     if inp.format == "schema":

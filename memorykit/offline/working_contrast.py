@@ -17,12 +17,17 @@ CONTRAST = 1              # a span stating a contrast in a changing turn keeps o
                           # "..., not organic chemistry"); cutting in every turn lost "miles not km" (393, 17)
 CONTRAST_OLD = 1          # ... and its old side names the stored item it replaces (``named_old``): 394, 16 ...
 OLD_SHARED = 1            # ... 15 when that item may share words with the new side too ("write a memoir")
+NUMBERS_NEW = 1           # a number is a value of its own: "IELTS 7.5" after "IELTS 7.0" keeps its 7.5 (2026-11-26)
 NUMBER_WORDS = frozenset("""one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
     sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred""".split())
 _INSTEAD = (("instead", "of"), ("rather", "than"))
 _NEGATED_AFTER = {"do", "does", "did", "am", "is", "are", "was", "were", "be", "will", "would", "shall", "should",
                   "can", "could", "may", "might", "must", "have", "has", "had", "i'm", "im", "it's", "its", "why",
                   "if", "or", "and", "but", "whether", "to", "just", "only", "please", "pls", "plz", "have", "dont"}
+
+
+def _number(text: str) -> bool:
+    return any(c.isdigit() for c in text)
 
 
 def _cut(fact: Fact, span: str) -> Fact:
@@ -90,9 +95,10 @@ def without_old(fact: Fact, removed: list[tuple[str, str]]) -> Fact:
     "japanese"): the span model re-reads each stretch between old words and the fullest stretch is kept.
     ``removed``: (item, section) pairs; a span left naming nothing new stays as it was."""
     old = set().union(*(content(parse_item(item, section)[1]) for item, section in removed))
+    numbers = {t.low for item, section in removed for t in tokens(parse_item(item, section)[1]) if _number(t.text)}
     toks = tokens(fact.span)
-    marked = [bool(content(t.text) & old) for t in toks]
-    named = [k for k, t in enumerate(toks) if content(t.text)]
+    marked = [bool(content(t.text) & old) or NUMBERS_NEW and _number(t.text) and t.low in numbers for t in toks]
+    named = [k for k, t in enumerate(toks) if content(t.text) or NUMBERS_NEW and _number(t.text)]
     if not named or not marked[named[-1]]:   # only a trailing old part ("..., not Spanish") is cut ...
         return fact
     k = named[-1]

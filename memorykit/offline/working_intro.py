@@ -1,0 +1,72 @@
+"""A user introducing themselves: a name that is also a place, and the one place of a short introduction.
+
+Two second readings of a message after :func:`.working_read.read`, each taken only when the first reading left
+the field empty:
+
+* ``NAME_OR_PLACE``: a word read as a place that is also a first name ("I'm Sakura, I'm in Nagoya", "Kai here,
+  honolulu") while another place is named too is read again as a name; kept if the name tagger then takes it.
+* ``INTRO_FLOOR``: a message that gives the user's name and names exactly one place ("Dimitris from Thessaloniki
+  here", "Riya here from Singapore") sets that place's timezone on a weaker reading of the place model.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import working_read
+from .text import normalize
+from .working_geo import abbreviations, explicit_timezones
+from .working_models import (
+    _lexicon, casual, context_similarity, embed_many, mention_context, models, place_features, place_tokens, tokens,
+)
+from .working_read import Reading, mentions, read_name_scored, read_place
+
+NAME_OR_PLACE = 1
+INTRO_FLOOR = 0.25        # the place model's probability for the only place of a message that gives the name
+
+
+def read(text: str) -> Reading:
+    """:func:`.working_read.read`, with a name or a timezone an introduction gives read again when left empty."""
+    reading = working_read.read(text)
+    text = normalize(text)
+    if NAME_OR_PLACE and reading.name is None:
+        _name_not_place(text, reading)
+    if INTRO_FLOOR and reading.name and reading.timezone is None:
+        _intro_place(text, reading)
+    return reading
+
+
+def _zone(text: str, place, timed) -> str | None:
+    explicit = [(pos, 1, z) for pos, z in explicit_timezones(text)] + [(pos, 0, z) for pos, z in timed]
+    return max(explicit)[2] if explicit else (place.timezone if place else None)
+
+
+def _name_not_place(text: str, reading: Reading) -> None:
+    toks, lower = tokens(text), casual(text)
+    _, spans, _ = read_place(text, place_tokens(text), lower)
+    first = _lexicon()["first_name"]
+    named = {(a, b) for a, b in spans if " " not in text[a:b] and text[a:b].lower() in first}
+    if not named or len(named) == len(spans):
+        return
+    taken = {k for k, t in enumerate(toks) if t.text in abbreviations() or t.text.upper() in ("UTC", "GMT")
+             or any(a <= t.start < b for a, b in spans - named)}
+    name, confidence = read_name_scored(text, toks, lower, taken)
+    if name and any(text[a:b].lower() == name.lower() for a, b in named):
+        place, _, timed = read_place(text, place_tokens(text), lower, frozenset(a for a, _ in named))
+        reading.name, reading.name_confidence, reading.timezone = name, confidence, _zone(text, place, timed)
+
+
+def _intro_place(text: str, reading: Reading) -> None:
+    toks, lower = place_tokens(text), casual(text)
+    own = set(reading.name.lower().split())
+    found = [(i, j, p) for i, j, p in mentions(toks, lower) if not {t.low for t in toks[i:j]} & own]
+    if len(found) != 1:
+        return
+    i, j, place = found[0]
+    m = models()
+    vector = embed_many([mention_context(text, toks, i, j)])
+    vector = vector / (np.linalg.norm(vector, axis=1, keepdims=True) + 1e-9)
+    ctx = context_similarity(vector, m.home_contexts, m.away_contexts)[0]
+    prob = m.places.predict_proba([{**place_features(toks, i, j, place.kind, place.population, lower),
+                                    "ctx": float(ctx) * 10}])[0, 1]
+    if prob > INTRO_FLOOR:
+        reading.timezone = place.timezone

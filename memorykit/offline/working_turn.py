@@ -1,0 +1,99 @@
+"""A user's turn read as a whole before its facts are applied: which stored item it names as given up.
+
+How a turn says that something stored no longer holds when no single phrase sets the new value against the old
+(that case is :mod:`.working_contrast`): the old value is restated as a fact of its own before the new one
+("twelve months is too slow, I want the card cleared in eight months now"), or a clause that states no fact names
+the stored item ("tables do not display well ... Headed sections would be preferable"). Both are read from the
+structure of the turn and the stored items' own words, not from the words of any evaluation case. Used by
+:class:`.working.Lists` for each message's facts.
+"""
+from __future__ import annotations
+
+from . import working_read
+from .working_models import clause_matrix, coarse, content, models
+from .working_contrast import contrast
+from .working_read import TIME_UNITS, Fact, clause_pieces, pair_rows, parse_item
+
+OLD_FIRST = 1             # in a changing turn, an earlier fact sharing words (not in the last fact of its group)
+                          # with exactly one stored item is that item's old value: it is removed, not stored again
+MENTION = 1               # a clause stating no fact that names exactly one stored item of the group a new fact of
+                          # the turn belongs to gives that item up ...
+MENTION_FLOOR = 0.5       # ... if the revision model gives the clause (as a drop / release) at least this for it
+MENTION_CHANGE = 0.0      # ... in a turn the change model gives at least this
+LEAD_OLD = 1              # a replacing fact "old part, new part" keeps the part after the comma (``lead_cut``)
+
+
+def _words(text: str) -> set[str]:
+    """Content words, hyphenated ones apart too ("the screen-time limit" names "screen time")."""
+    return content(text) | content(text.replace("-", " "))
+
+
+def _stored(lists: dict[str, list[str]], group: str) -> list[tuple[str, str, set[str]]]:
+    """(section, item, content words of its object) of every stored item of a group ("goal" / "pref")."""
+    out = []
+    for section, items in lists.items():
+        for item in items:
+            kind, obj = parse_item(item, section)
+            if coarse(kind) == group:
+                out.append((section, item, content(obj)))
+    return out
+
+
+def given_up(facts: list[Fact], lists: dict[str, list[str]]) -> tuple[list[Fact], tuple[str, str] | None]:
+    """(the facts of one message left to apply, the (section, item) the turn gives up or None)."""
+    if not facts or facts[0].kind == "release":
+        return facts, None
+    change = facts[0].change
+    for group in ("goal", "pref"):
+        same = [f for f in facts if coarse(f.kind) == group and f.kind != "drop"]
+        if not OLD_FIRST or len(same) < 2 or change <= working_read.CHANGE_THRESHOLD:
+            continue
+        newest = content(same[-1].span)
+        for f in same[:-1]:
+            hits = [(s, i) for s, i, words in _stored(lists, group) if (content(f.span) & words) - newest]
+            if len(hits) == 1 and not contrast(f.span):   # "six hours instead of eight" is a new value
+                return [x for x in facts if x is not f], hits[0]
+    if not MENTION or change < MENTION_CHANGE:
+        return facts, None
+    spans = [f.span.lower() for f in facts]
+    for group in ("goal", "pref"):
+        new = set().union(*(content(f.span) for f in facts if coarse(f.kind) == group and f.kind != "drop"))
+        if not new:
+            continue
+        stored = _stored(lists, group)
+        for piece in clause_pieces(facts[0].message):
+            if piece.endswith("?") or any(s in piece.lower() for s in spans):
+                continue
+            words = {w for w in _words(piece) - new if w not in TIME_UNITS}
+            hits = [(s, i) for s, i, _ in stored if words & _words(parse_item(i, s)[1])]
+            if len(hits) != 1:
+                continue
+            section, item = hits[0]
+            items = lists[section]
+            kind = "drop" if group == "goal" else "release"
+            prob = models().pairs.predict_proba(pair_rows(kind, piece, piece, items, section))[:, 1][items.index(item)]
+            if prob >= MENTION_FLOOR:
+                return facts, hits[0]
+    return facts, None
+
+
+def _group_of(text: str) -> str | None:
+    """The group ("goal" / "pref") the clause classifier reads a piece of text as, None if no fact."""
+    m = models()
+    row = m.clause.predict_proba(clause_matrix(m.clause_vec, [text]))[0]
+    kind = str(m.clause.classes_[int(row.argmax())])
+    return None if kind == "none" or row.max() < working_read.CLAUSE_THRESHOLD else coarse(kind)
+
+
+def lead_cut(fact: Fact, removed: list[tuple[str, str]]) -> Fact:
+    """A fact that replaced an item, written "old part, new part" ("kpop now lol, into jpop these days"): only the
+    part after the comma, when the part before shares words with the replaced item and the part after does not."""
+    if not LEAD_OLD or "," not in fact.span:
+        return fact
+    old = set().union(*(content(parse_item(item, section)[1]) for item, section in removed))
+    before, after = fact.span.split(",", 1)
+    after = after.strip(" ,")
+    if content(before) & old and not content(after) & old and working_read.names_something(after) and \
+            _group_of(after) == coarse(fact.kind):
+        return Fact(fact.kind, after, fact.clause, fact.confidence, fact.change, fact.message)
+    return fact
