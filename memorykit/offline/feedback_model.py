@@ -22,6 +22,7 @@ A turn that judges two answers ("the merge trick worked. the compress one made i
 sentence by sentence too: when its feedback sentences attach to different exchanges, each surely enough
 (a margin chosen on the dev windows), it gives one item per exchange (``GRID``; the measurements are in
 ``benchmarks/feedback_dev.py``). Abstaining on an unsure polarity or attachment lowered dev F1 there.
+A second stage that decides feedback-or-none again (:mod:`.feedback_stage`, ``STAGE``) is measured there, off.
 The fit is cached on disk like the other offline models (``fit_cache``; training texts embedded in
 batches), so a process loads it instead of refitting on 1,166 windows; run-time turns get vectors of
 their own, one at a time. The evaluation sets are never read here.
@@ -115,6 +116,8 @@ TRAINING_FILES = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl", "fee
 POLARITY_FILES = TRAINING_FILES
 GRID = "parts"               # the shipped rules: a threshold, and one item per answer a turn's sentences judge apart
 SENTENCE_WEIGHT = 3.0        # the course's sentences among many more window turns in positive-or-negative
+STAGE = ""                   # the second stage (feedback_stage), not shipped: "dev" (fitted on readings of the dev
+STAGE_PARTS, STAGE_C = 3, 1.0     # windows) or "cross" (and cross-fitted on thirds of the training windows); its C
 
 
 def window_of(row: dict) -> Window:
@@ -212,8 +215,9 @@ class FeedbackModel:
 
     def __init__(self, embedder, windows: Sequence[Window], sentences: Sequence[tuple[str, str]],
                  polarity: Sequence[Window] | None = None, sentence_weight: float = 1.0, own_vocab: bool = False,
-                 split: bool = False, grid: str = "threshold"):
-        self.vectors, self.split, self.grid = Embeddings(embedder), split, grid
+                 split: bool = False, grid: str = "threshold", stage: str = "", stage_c: float = STAGE_C,
+                 stage_parts: int = STAGE_PARTS):
+        self.vectors, self.split, self.grid, self.stage = Embeddings(embedder), split, grid, None
         rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
         rows += [(text, "", label, False) for text, label in sentences]
         self.vocab, self.own_vocab = vocabulary([r[0] for r in rows]), own_vocab
@@ -223,6 +227,11 @@ class FeedbackModel:
         signs = polarity_rows(windows if polarity is None else polarity, sentences, sentence_weight)
         self.turns = self._fit_turns(x[~dev], given[~dev], [r for r in signs if not r[4]])
         self.attach = self._fit_attach([w for w in windows if not w.dev])
+        if stage:
+            from .feedback_stage import fit_stage
+
+            self.stage = fit_stage(self, [w for w in windows if w.dev], stage_c,
+                                   (x, given, dev, windows, stage_parts) if stage == "cross" else None)
         self.rule, self.dev_f1 = self._calibrate([w for w in windows if w.dev])
         self.threshold = self.rule.threshold
         self.turns, self.attach = self._fit_turns(x, given, signs), self._fit_attach(windows)
@@ -316,17 +325,23 @@ class FeedbackModel:
     def readings(self, pairs: Sequence[tuple[str, str]], parts: bool = False) -> list[Reading]:
         """A :class:`Reading` of every user turn after the first (with its sentences' when ``parts``)."""
         out = []
+        stage = getattr(self, "stage", None)
         for j, p in enumerate(self.turn_probabilities(pairs), start=1):
             given = float(1.0 - p[0])
-            bits = sentences(pairs[j][0]) if parts else []
+            bits = sentences(pairs[j][0]) if parts or stage is not None else []
             split = ()
             if len(bits) > 1:
                 q = self.probabilities(bits, [pairs[j - 1][0]] * len(bits))    # each sentence after the question
                 split = tuple(Reading(j, float(1.0 - r[0]), float(r[2] / max(1.0 - r[0], 1e-9)),
                                       tuple(self.attach_probabilities(pairs, j, b)))
                               for b, r in zip(bits, q))
-            out.append(Reading(j, given, float(p[2] / max(given, 1e-9)), tuple(self.attach_probabilities(pairs, j)),
-                               split))
+            r = Reading(j, given, float(p[2] / max(given, 1e-9)), tuple(self.attach_probabilities(pairs, j)), split)
+            if stage is not None:       # the second stage decides feedback or none again (feedback_stage)
+                from .feedback_stage import stage_features
+
+                g = float(stage.predict_proba(np.asarray([stage_features(pairs, r, self.vectors)]))[0, 1])
+                r = Reading(j, g, r.negative, r.attach, split if parts else ())
+            out.append(r)
         return out
 
     @staticmethod
@@ -387,14 +402,15 @@ RUN_TIME_MEMO = 4096       # turns whose vectors a process keeps at run time (a 
 def fit(embedder) -> FeedbackModel:
     """The shipped setup, trained on every training file."""
     return FeedbackModel(embedder, labelled_windows(), course_sentences(), labelled_windows(POLARITY_FILES),
-                         SENTENCE_WEIGHT, own_vocab=True, split=True, grid=GRID)
+                         SENTENCE_WEIGHT, own_vocab=True, split=True, grid=GRID, stage=STAGE)
 
 
 @functools.lru_cache(maxsize=2)
 def _model(embedder_key: int) -> FeedbackModel:
     embedder = get_router("feedback").embedder
     files = [data_path("independent_train", name) for name in sorted(set(TRAINING_FILES + POLARITY_FILES))]
-    files += [data_path("routes", "feedback.jsonl"), Path(__file__), Path(__file__).with_name("text.py")]
+    files += [data_path("routes", "feedback.jsonl"), Path(__file__), Path(__file__).with_name("text.py"),
+              Path(__file__).with_name("feedback_stage.py")]
     model = cached("feedback", fingerprint(f"feedback {VERSION} {embedder.name}", files), lambda: fit(embedder))
     model.vectors = Embeddings(embedder, RUN_TIME_MEMO)   # run-time vectors apart from the batched training ones
     return model
