@@ -158,7 +158,7 @@ class SplitModel(fm.FeedbackModel):
         if not self.grids:
             return super()._calibrate(windows, name)
         read = [(self.readings(w.pairs, True), w.items) for w in windows]
-        self.calibrated = {g: fm.pick(fm.grid(g), read, self.choose) for g in self.grids}
+        self.calibrated = {g: fm.pick(fm.grid(g, self.stage_blends), read, self.choose) for g in self.grids}
         return self.calibrated[self.grids[0]]
 
     def use(self, g: str) -> None:
@@ -171,7 +171,7 @@ def changed(windows, model) -> str:
     """Items the rule drops or adds against its threshold alone on ``windows``, and how many were right."""
     drop = keep = add = good = 0
     for w in windows:
-        plain = {(k, label) for _, k, label in model.found(w.pairs, fm.Rule(model.rule.threshold))}
+        plain = {(k, label) for _, k, label in model.found(w.pairs, fm.Rule(model.rule.threshold, fm.NEVER, model.rule.blend))}
         ruled = {(k, label) for _, k, label in model.found(w.pairs)}
         drop, keep = drop + len(plain - ruled), keep + len((plain - ruled) & w.items)
         add, good = add + len(ruled - plain), good + len((ruled - plain) & w.items)
@@ -213,6 +213,16 @@ VARIANTS = {     # name: files positive-or-negative / the attachment model train
     "stage2x": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross"}, FIVE + ("feedback_7.jsonl",)),
     "stage2x5": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_parts": 5},
                  FIVE + ("feedback_7.jsonl",)),
+    "stage2x-nolater": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_drop": ("later turn")},
+                        FIVE + ("feedback_7.jsonl",)),
+    "stage2x-nopos": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_drop": (
+        "exchange", "exchange margin", "later turn")}, FIVE + ("feedback_7.jsonl",)),
+    "stage2x-half": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_blend": (0.5,)}, FIVE + ("feedback_7.jsonl",)),
+    "stage2x-3q": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_blend": (0.75,)}, FIVE + ("feedback_7.jsonl",)),
+    "stage2x-b3": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_blend": (0.5, 0.75, 1.0)},
+                   FIVE + ("feedback_7.jsonl",)),
+    "stage2x-b5": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_blend": (
+        0.0, 0.25, 0.5, 0.75, 1.0)}, FIVE + ("feedback_7.jsonl",)),
     "stage2x-c.25": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_c": 0.25},
                      FIVE + ("feedback_7.jsonl",)),
 }

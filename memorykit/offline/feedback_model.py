@@ -74,13 +74,21 @@ class Rule:
 
     threshold: float
     parts: float = NEVER
+    blend: float = 1.0
+
+    def given(self, r: "Reading") -> float:
+        """P(feedback) of reading ``r`` against the threshold: with a second stage, ``blend`` of its P and the
+        rest of the first stage's."""
+        return r.given if r.second < 0 else self.blend * r.second + (1.0 - self.blend) * r.given
 
 
-def grid(name: str) -> tuple[Rule, ...]:
-    """Candidate rules: ``threshold`` (0.30 .. 0.70), ``low`` (from 0.10), ``parts`` (low x parts margins)."""
-    return {"threshold": tuple(Rule(t) for t in THRESHOLDS),
-            "low": tuple(Rule(t) for t in LOW_THRESHOLDS),
-            "parts": tuple(Rule(t, m) for t in LOW_THRESHOLDS for m in (NEVER, 0.0, 0.2, 0.4, 0.6, 0.8))}[name]
+def grid(name: str, blends: Sequence[float] = (1.0,)) -> tuple[Rule, ...]:
+    """Candidate rules: ``threshold`` (0.30 .. 0.70), ``low`` (from 0.10), ``parts`` (low x parts margins), each
+    with every second-stage share in ``blends``."""
+    return {"threshold": tuple(Rule(t, NEVER, b) for t in THRESHOLDS for b in blends),
+            "low": tuple(Rule(t, NEVER, b) for t in LOW_THRESHOLDS for b in blends),
+            "parts": tuple(Rule(t, m, b) for t in LOW_THRESHOLDS for m in (NEVER, 0.0, 0.2, 0.4, 0.6, 0.8)
+                           for b in blends)}[name]
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,7 @@ class Reading:
     negative: float
     attach: tuple[float, ...]
     parts: tuple = ()
+    second: float = -1.0             # the second stage's P(feedback) (feedback_stage); -1: none
 
     @property
     def target(self) -> int:
@@ -116,8 +125,10 @@ TRAINING_FILES = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl", "fee
 POLARITY_FILES = TRAINING_FILES
 GRID = "parts"               # the shipped rules: a threshold, and one item per answer a turn's sentences judge apart
 SENTENCE_WEIGHT = 3.0        # the course's sentences among many more window turns in positive-or-negative
-STAGE = ""                   # the second stage (feedback_stage), not shipped: "dev" (fitted on readings of the dev
+STAGE = "cross"              # the second stage (feedback_stage), shipped 2026-11-26: "dev" (fitted on readings of the dev
 STAGE_PARTS, STAGE_C = 3, 1.0     # windows) or "cross" (and cross-fitted on thirds of the training windows); its C
+STAGE_DROP: tuple[str, ...] = ()  # second-stage features left out (feedback_stage.NAMES)
+STAGE_BLENDS = (0.75,)       # shares of the second stage's P(feedback) in the one read (the rest: the first's)
 
 
 def window_of(row: dict) -> Window:
@@ -216,8 +227,10 @@ class FeedbackModel:
     def __init__(self, embedder, windows: Sequence[Window], sentences: Sequence[tuple[str, str]],
                  polarity: Sequence[Window] | None = None, sentence_weight: float = 1.0, own_vocab: bool = False,
                  split: bool = False, grid: str = "threshold", stage: str = "", stage_c: float = STAGE_C,
-                 stage_parts: int = STAGE_PARTS):
+                 stage_parts: int = STAGE_PARTS, stage_drop: tuple[str, ...] = STAGE_DROP,
+                 stage_blend: tuple[float, ...] = STAGE_BLENDS):
         self.vectors, self.split, self.grid, self.stage = Embeddings(embedder), split, grid, None
+        self.stage_blends = tuple(stage_blend) if stage else (1.0,)
         rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
         rows += [(text, "", label, False) for text, label in sentences]
         self.vocab, self.own_vocab = vocabulary([r[0] for r in rows]), own_vocab
@@ -231,7 +244,7 @@ class FeedbackModel:
             from .feedback_stage import fit_stage
 
             self.stage = fit_stage(self, [w for w in windows if w.dev], stage_c,
-                                   (x, given, dev, windows, stage_parts) if stage == "cross" else None)
+                                   (x, given, dev, windows, stage_parts) if stage == "cross" else None, stage_drop)
         self.rule, self.dev_f1 = self._calibrate([w for w in windows if w.dev])
         self.threshold = self.rule.threshold
         self.turns, self.attach = self._fit_turns(x, given, signs), self._fit_attach(windows)
@@ -340,7 +353,7 @@ class FeedbackModel:
                 from .feedback_stage import stage_features
 
                 g = float(stage.predict_proba(np.asarray([stage_features(pairs, r, self.vectors)]))[0, 1])
-                r = Reading(j, g, r.negative, r.attach, split if parts else ())
+                r = Reading(j, given, r.negative, r.attach, split if parts else (), g)
             out.append(r)
         return out
 
@@ -348,7 +361,7 @@ class FeedbackModel:
     def choose(r: Reading, rule: Rule) -> list[tuple[int, int, str]]:
         """(turn, exchange, label) items ``rule`` reports for reading ``r``: none, one, or one per exchange
         its sentences judge apart."""
-        if r.given < rule.threshold:
+        if rule.given(r) < rule.threshold:
             return []
         fed = [s for s in r.parts if s.given >= rule.threshold]
         groups: dict[int, list[Reading]] = {}
@@ -368,7 +381,7 @@ class FeedbackModel:
     def _calibrate(self, windows: Sequence[Window], name: str | None = None) -> tuple[Rule, float]:
         """The rule of the grid with the best F1 of (target, label) pairs on the dev windows; among equals the
         plainest, then the middle threshold."""
-        rules = grid(name or self.grid)
+        rules = grid(name or self.grid, getattr(self, "stage_blends", (1.0,)))
         parts = any(r.parts < NEVER for r in rules)
         read = [(self.readings(w.pairs, parts), w.items or {(k, label) for k, label in zip(w.targets, w.labels)
                                                             if k >= 0}) for w in windows]

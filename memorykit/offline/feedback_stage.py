@@ -44,7 +44,23 @@ def stage_features(pairs: Sequence[tuple[str, str]], r, vectors) -> list[float]:
             len(words & aw) / n, len((words & ow) - aw) / n, float("?" in turn), float(j > 1)]
 
 
-def fit_stage(model, windows, c: float, cross: tuple | None = None):
+NAMES = ("given", "surest", "least sure", "last", "sentences", "polarity", "exchange", "exchange margin",
+         "question", "answer", "question - answer", "numbers said", "numbers own", "numbers new", "words said",
+         "words own", "question mark", "later turn")
+POSITION = ("exchange", "exchange margin", "later turn")     # where the turn sits in its window
+
+
+class Stage:
+    """The fitted second stage: a logistic regression over the features ``keep`` (indices into :data:`NAMES`)."""
+
+    def __init__(self, lr, keep: tuple[int, ...]):
+        self.lr, self.keep = lr, keep
+
+    def predict_proba(self, x):
+        return self.lr.predict_proba(np.asarray(x)[:, list(self.keep)])
+
+
+def fit_stage(model, windows, c: float, cross: tuple | None = None, drop: tuple[str, ...] = ()):
     """The second stage of ``model`` (its first stage fitted without the dev ``windows``), from readings of the dev
     windows and, with ``cross`` = (features, feedback?, dev?, every training window, parts), of the training
     windows: each part read by a feedback-or-none refit on the other parts."""
@@ -74,4 +90,6 @@ def fit_stage(model, windows, c: float, cross: tuple | None = None):
                 read([w for i, w in enumerate(every) if not w.dev and part_of[i] == k])
         finally:
             model.turns = kept
-    return LogisticRegression(C=c, max_iter=5000, class_weight="balanced").fit(np.asarray(xs), ys)
+    keep = tuple(i for i, n in enumerate(NAMES) if n not in drop)
+    return Stage(LogisticRegression(C=c, max_iter=5000, class_weight="balanced").fit(np.asarray(xs)[:, list(keep)], ys),
+                 keep)
