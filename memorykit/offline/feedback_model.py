@@ -22,7 +22,8 @@ A turn that judges two answers ("the merge trick worked. the compress one made i
 sentence by sentence too: when its feedback sentences attach to different exchanges, each surely enough
 (a margin chosen on the dev windows), it gives one item per exchange (``GRID``; the measurements are in
 ``benchmarks/feedback_dev.py``). Abstaining on an unsure polarity or attachment lowered dev F1 there.
-A second stage that decides feedback-or-none again (:mod:`.feedback_stage`, ``STAGE``) is measured there, off.
+A second stage decides feedback-or-none again (:mod:`.feedback_stage`, ``STAGE``, on since 2026-11-26): P(feedback)
+is read as 0.75 of its P and 0.25 of the first stage's (``STAGE_BLENDS``; the stage alone lost an old-split item).
 The fit is cached on disk like the other offline models (``fit_cache``; training texts embedded in
 batches), so a process loads it instead of refitting on 1,166 windows; run-time turns get vectors of
 their own, one at a time. The evaluation sets are never read here.
