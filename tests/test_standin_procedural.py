@@ -115,6 +115,21 @@ def test_a_turn_whose_sentences_judge_two_answers_gives_one_item_each():
     assert FeedbackModel.choose(turn, Rule(0.95, parts=0.4)) == []
 
 
+def test_the_second_stage_decides_feedback_with_a_share_of_the_first():
+    """With a second stage, P(feedback) read against the threshold is its share (``Rule.blend``) of the stage's
+    P plus the rest of the first stage's; the shipped model has the stage on and chose its rule on dev windows."""
+    from memorykit.offline.feedback_model import STAGE, STAGE_BLENDS, Reading, Rule, feedback_model, FeedbackModel
+
+    turn = Reading(1, 0.62, 0.65, (1.0,), (), 0.31)         # the first stage fairly sure, the second not
+    assert FeedbackModel.choose(turn, Rule(0.5, blend=1.0)) == []
+    assert FeedbackModel.choose(turn, Rule(0.5, blend=0.0)) == [(1, 0, "negative")]
+    assert FeedbackModel.choose(turn, Rule(0.35, blend=0.75)) == [(1, 0, "negative")]     # 0.39
+    assert FeedbackModel.choose(Reading(1, 0.62, 0.65, (1.0,)), Rule(0.5, blend=1.0)) == [(1, 0, "negative")]
+    model = feedback_model()
+    assert STAGE and model.stage is not None and model.rule.blend in STAGE_BLENDS
+    assert all(r.second >= 0 for r in model.readings([("How far did I run?", "5 km."), ("wrong, it was 8", "")]))
+
+
 def test_praise_for_one_answer_and_a_complaint_about_another_are_both_found():
     window = [("How many steps did I take on Tuesday?", "You took 12,400 steps on Tuesday."),
               ("How long did I sleep last night?", "You slept 6.5 hours last night."),

@@ -22,6 +22,8 @@ A turn that judges two answers ("the merge trick worked. the compress one made i
 sentence by sentence too: when its feedback sentences attach to different exchanges, each surely enough
 (a margin chosen on the dev windows), it gives one item per exchange (``GRID``; the measurements are in
 ``benchmarks/feedback_dev.py``). Abstaining on an unsure polarity or attachment lowered dev F1 there.
+A second stage decides feedback-or-none again (:mod:`.feedback_stage`, ``STAGE``, on since 2026-11-26): P(feedback)
+is read as 0.75 of its P and 0.25 of the first stage's (``STAGE_BLENDS``; the stage alone lost an old-split item).
 The fit is cached on disk like the other offline models (``fit_cache``; training texts embedded in
 batches), so a process loads it instead of refitting on 1,166 windows; run-time turns get vectors of
 their own, one at a time. The evaluation sets are never read here.
@@ -73,13 +75,21 @@ class Rule:
 
     threshold: float
     parts: float = NEVER
+    blend: float = 1.0
+
+    def given(self, r: "Reading") -> float:
+        """P(feedback) of reading ``r`` against the threshold: with a second stage, ``blend`` of its P and the
+        rest of the first stage's."""
+        return r.given if r.second < 0 else self.blend * r.second + (1.0 - self.blend) * r.given
 
 
-def grid(name: str) -> tuple[Rule, ...]:
-    """Candidate rules: ``threshold`` (0.30 .. 0.70), ``low`` (from 0.10), ``parts`` (low x parts margins)."""
-    return {"threshold": tuple(Rule(t) for t in THRESHOLDS),
-            "low": tuple(Rule(t) for t in LOW_THRESHOLDS),
-            "parts": tuple(Rule(t, m) for t in LOW_THRESHOLDS for m in (NEVER, 0.0, 0.2, 0.4, 0.6, 0.8))}[name]
+def grid(name: str, blends: Sequence[float] = (1.0,)) -> tuple[Rule, ...]:
+    """Candidate rules: ``threshold`` (0.30 .. 0.70), ``low`` (from 0.10), ``parts`` (low x parts margins), each
+    with every second-stage share in ``blends``."""
+    return {"threshold": tuple(Rule(t, NEVER, b) for t in THRESHOLDS for b in blends),
+            "low": tuple(Rule(t, NEVER, b) for t in LOW_THRESHOLDS for b in blends),
+            "parts": tuple(Rule(t, m, b) for t in LOW_THRESHOLDS for m in (NEVER, 0.0, 0.2, 0.4, 0.6, 0.8)
+                           for b in blends)}[name]
 
 
 @dataclass(frozen=True)
@@ -92,6 +102,7 @@ class Reading:
     negative: float
     attach: tuple[float, ...]
     parts: tuple = ()
+    second: float = -1.0             # the second stage's P(feedback) (feedback_stage); -1: none
 
     @property
     def target(self) -> int:
@@ -115,6 +126,10 @@ TRAINING_FILES = ("feedback.jsonl", "feedback_2.jsonl", "feedback_3.jsonl", "fee
 POLARITY_FILES = TRAINING_FILES
 GRID = "parts"               # the shipped rules: a threshold, and one item per answer a turn's sentences judge apart
 SENTENCE_WEIGHT = 3.0        # the course's sentences among many more window turns in positive-or-negative
+STAGE = "cross"              # the second stage (feedback_stage), shipped 2026-11-26: "dev" (fitted on readings of the dev
+STAGE_PARTS, STAGE_C = 3, 1.0     # windows) or "cross" (and cross-fitted on thirds of the training windows); its C
+STAGE_DROP: tuple[str, ...] = ()  # second-stage features left out (feedback_stage.NAMES)
+STAGE_BLENDS = (0.75,)       # shares of the second stage's P(feedback) in the one read (the rest: the first's)
 
 
 def window_of(row: dict) -> Window:
@@ -212,8 +227,11 @@ class FeedbackModel:
 
     def __init__(self, embedder, windows: Sequence[Window], sentences: Sequence[tuple[str, str]],
                  polarity: Sequence[Window] | None = None, sentence_weight: float = 1.0, own_vocab: bool = False,
-                 split: bool = False, grid: str = "threshold"):
-        self.vectors, self.split, self.grid = Embeddings(embedder), split, grid
+                 split: bool = False, grid: str = "threshold", stage: str = "", stage_c: float = STAGE_C,
+                 stage_parts: int = STAGE_PARTS, stage_drop: tuple[str, ...] = STAGE_DROP,
+                 stage_blend: tuple[float, ...] = STAGE_BLENDS):
+        self.vectors, self.split, self.grid, self.stage = Embeddings(embedder), split, grid, None
+        self.stage_blends = tuple(stage_blend) if stage else (1.0,)
         rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
         rows += [(text, "", label, False) for text, label in sentences]
         self.vocab, self.own_vocab = vocabulary([r[0] for r in rows]), own_vocab
@@ -223,6 +241,11 @@ class FeedbackModel:
         signs = polarity_rows(windows if polarity is None else polarity, sentences, sentence_weight)
         self.turns = self._fit_turns(x[~dev], given[~dev], [r for r in signs if not r[4]])
         self.attach = self._fit_attach([w for w in windows if not w.dev])
+        if stage:
+            from .feedback_stage import fit_stage
+
+            self.stage = fit_stage(self, [w for w in windows if w.dev], stage_c,
+                                   (x, given, dev, windows, stage_parts) if stage == "cross" else None, stage_drop)
         self.rule, self.dev_f1 = self._calibrate([w for w in windows if w.dev])
         self.threshold = self.rule.threshold
         self.turns, self.attach = self._fit_turns(x, given, signs), self._fit_attach(windows)
@@ -316,24 +339,30 @@ class FeedbackModel:
     def readings(self, pairs: Sequence[tuple[str, str]], parts: bool = False) -> list[Reading]:
         """A :class:`Reading` of every user turn after the first (with its sentences' when ``parts``)."""
         out = []
+        stage = getattr(self, "stage", None)
         for j, p in enumerate(self.turn_probabilities(pairs), start=1):
             given = float(1.0 - p[0])
-            bits = sentences(pairs[j][0]) if parts else []
+            bits = sentences(pairs[j][0]) if parts or stage is not None else []
             split = ()
             if len(bits) > 1:
                 q = self.probabilities(bits, [pairs[j - 1][0]] * len(bits))    # each sentence after the question
                 split = tuple(Reading(j, float(1.0 - r[0]), float(r[2] / max(1.0 - r[0], 1e-9)),
                                       tuple(self.attach_probabilities(pairs, j, b)))
                               for b, r in zip(bits, q))
-            out.append(Reading(j, given, float(p[2] / max(given, 1e-9)), tuple(self.attach_probabilities(pairs, j)),
-                               split))
+            r = Reading(j, given, float(p[2] / max(given, 1e-9)), tuple(self.attach_probabilities(pairs, j)), split)
+            if stage is not None:       # the second stage decides feedback or none again (feedback_stage)
+                from .feedback_stage import stage_features
+
+                g = float(stage.predict_proba(np.asarray([stage_features(pairs, r, self.vectors)]))[0, 1])
+                r = Reading(j, given, r.negative, r.attach, split if parts else (), g)
+            out.append(r)
         return out
 
     @staticmethod
     def choose(r: Reading, rule: Rule) -> list[tuple[int, int, str]]:
         """(turn, exchange, label) items ``rule`` reports for reading ``r``: none, one, or one per exchange
         its sentences judge apart."""
-        if r.given < rule.threshold:
+        if rule.given(r) < rule.threshold:
             return []
         fed = [s for s in r.parts if s.given >= rule.threshold]
         groups: dict[int, list[Reading]] = {}
@@ -353,7 +382,7 @@ class FeedbackModel:
     def _calibrate(self, windows: Sequence[Window], name: str | None = None) -> tuple[Rule, float]:
         """The rule of the grid with the best F1 of (target, label) pairs on the dev windows; among equals the
         plainest, then the middle threshold."""
-        rules = grid(name or self.grid)
+        rules = grid(name or self.grid, getattr(self, "stage_blends", (1.0,)))
         parts = any(r.parts < NEVER for r in rules)
         read = [(self.readings(w.pairs, parts), w.items or {(k, label) for k, label in zip(w.targets, w.labels)
                                                             if k >= 0}) for w in windows]
@@ -387,14 +416,15 @@ RUN_TIME_MEMO = 4096       # turns whose vectors a process keeps at run time (a 
 def fit(embedder) -> FeedbackModel:
     """The shipped setup, trained on every training file."""
     return FeedbackModel(embedder, labelled_windows(), course_sentences(), labelled_windows(POLARITY_FILES),
-                         SENTENCE_WEIGHT, own_vocab=True, split=True, grid=GRID)
+                         SENTENCE_WEIGHT, own_vocab=True, split=True, grid=GRID, stage=STAGE)
 
 
 @functools.lru_cache(maxsize=2)
 def _model(embedder_key: int) -> FeedbackModel:
     embedder = get_router("feedback").embedder
     files = [data_path("independent_train", name) for name in sorted(set(TRAINING_FILES + POLARITY_FILES))]
-    files += [data_path("routes", "feedback.jsonl"), Path(__file__), Path(__file__).with_name("text.py")]
+    files += [data_path("routes", "feedback.jsonl"), Path(__file__), Path(__file__).with_name("text.py"),
+              Path(__file__).with_name("feedback_stage.py")]
     model = cached("feedback", fingerprint(f"feedback {VERSION} {embedder.name}", files), lambda: fit(embedder))
     model.vectors = Embeddings(embedder, RUN_TIME_MEMO)   # run-time vectors apart from the batched training ones
     return model
