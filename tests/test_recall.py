@@ -246,6 +246,10 @@ def test_forget_user_removes_message_vectors(r, emb, ns, idx):
     seed_threads(r, ns, idx)
     assert idx.count("ana") > 0
     assert list(r.scan_iter(match=f"{ns}:msgvec:{{ana}}:*")) and list(r.scan_iter(match=f"{ns}:thread:{{ana}}:*"))
+    h = idx.history("ana", "pricing-review")  # a message stored by an older layout: a JSON document no index finds
+    old = idx.key("ana", "pricing-review", "01OLDLAYOUT")
+    r.json().set(old, "$", {"text": "my card ends in 4417", "user_tag": "ana"})
+    r.sadd(h.vectors_key, old)
     forget_user(r, ns, "ana", emb)
     assert idx.count("ana") == 0 and list(r.scan_iter(match=f"{ns}:msgvec:{{ana}}:*")) == []
     assert list(r.scan_iter(match=f"{ns}:*{{ana}}*")) == []

@@ -110,9 +110,11 @@ def ensure_index(client: redis.Redis, schema_dict: dict[str, Any]) -> SearchInde
         raise SchemaMismatchError(
             f"index {name!r} exists in Redis with a different schema than this code expects:\n  "
             + "\n  ".join(diffs)
-            + f"\nDrop it (`FT.DROPINDEX {name}`: the documents stay and can be re-indexed) "
-            "or use another namespace. (Long-term memories written before their vectors moved to Vector Sets "
-            "are not migrated: add them again.)")
+            + f"\nDrop it (`FT.DROPINDEX {name}`: the documents stay, and are indexed again if their layout is "
+            "unchanged) or use another namespace. Not migrated: long-term memories written before their vectors "
+            "moved to Vector Sets (add them again), and recall messages stored as JSON before 2026-11-26 (they "
+            "are HASHes now: old ones are no longer found, expire with their threads, and forget_user deletes "
+            "them).")
     return index
 
 
@@ -306,7 +308,12 @@ def user_keys(client: redis.Redis, namespace: str, user_id: str) -> set[str]:
     for thread in client.zrange(threads_key, 0, -1):
         thread = thread.decode() if isinstance(thread, bytes) else thread
         chat, notes = (user_key(namespace, s, user_id, thread) for s in ("thread", "working:conversation"))
-        found |= {chat, chat + ":summary", notes, notes + ":history"}
+        found |= {chat, chat + ":summary", chat + ":vectors", notes, notes + ":history"}
     tag = ":{" + encode(user_id) + "}"  # the user's hash tag, as keys hold it
-    listed = (k.decode() if isinstance(k, bytes) else k for k in client.smembers(registry))
+    listed = {k.decode() if isinstance(k, bytes) else k for k in client.smembers(registry)}
+    sets = sorted(k for k in found | listed if k.endswith(":vectors"))  # a thread's recall set lists its messages'
+    pipe = client.pipeline(transaction=False)  # keys, whatever layout wrote them (an index finds only its own)
+    for k in sets:
+        pipe.smembers(k)
+    listed |= {m.decode() if isinstance(m, bytes) else m for members in (pipe.execute() if sets else []) for m in members}
     return found | {k for k in listed if k.startswith(f"{namespace}:") and tag in k}  # never another user's key
