@@ -311,6 +311,34 @@ def test_backdated_facts_go_into_the_chain_at_their_time_and_are_stored_once(sto
     assert len(store.list("u1", ["episodic"], include_superseded=True)) == 4
 
 
+def test_the_current_fact_observed_earlier_holds_from_then_and_a_future_time_is_refused(store, llm, monkeypatch):
+    monkeypatch.setattr(dedup, "decide", lambda new, existing, llm: dedup.MemoryDecision(
+        action="UPDATE", target=0, reason="every fact here replaces the home before it"))
+    now = time.time()
+    store.remember("User lives in Paris.", user_id="u1", observed_at=now - 3 * YEAR, llm=llm)
+    berlin = store.remember("User lives in Berlin.", user_id="u1", llm=llm).memory
+    again = store.remember("user lives in berlin", user_id="u1", observed_at=now - 2 * YEAR, llm=llm)
+    assert again.action == "NOOP" and again.memory.id == berlin.id
+    at = lambda t: [h.memory.content for h in store.search("home", user_id="u1", k=5, as_of=t)]
+    assert at(now - 1.5 * YEAR) == ["User lives in Berlin."] and at(now - 2.5 * YEAR) == ["User lives in Paris."]
+    assert len(store.list("u1", ["episodic"], include_superseded=True)) == 2
+    with pytest.raises(ValidationError, match="observed_at"):
+        store.remember("User lives in Rome.", user_id="u1", observed_at=now + YEAR, llm=llm)
+
+
+def test_a_revision_after_a_clock_ahead_is_current_and_says_no_text_twice(store, llm):
+    ahead = store.add("User lives in Berlin.", user_id="u1")
+    store.redis.json().set(store.key(ahead.id, "u1"), "$.valid_from", time.time() + 600)  # another server's clock
+    munich = store.revise(ahead.id, "User lives in Munich.", user_id="u1")
+    assert munich.action == "UPDATE" and [m.content for m in store.list("u1", ["episodic"])] == ["User lives in Munich."]
+    tea = store.add("User likes tea.", user_id="u1")
+    coffee = store.remember("User likes coffee.", user_id="u1", llm=None).memory
+    out = store.revise(coffee.id, "user likes tea", user_id="u1")
+    assert out.memory.id == tea.id and store.get(coffee.id, "u1").superseded_by == tea.id
+    assert sorted(m.content for m in store.list("u1", ["episodic"])) == ["User likes tea.", "User lives in Munich."]
+    assert dedup.find_exact(store, "User likes coffee.", user_id="u1") is None
+
+
 def test_shared_facts_need_the_shared_api_and_system_is_a_user(store, llm):
     d = store.remember("Paris is the capital of France.", shared=True, llm=llm)
     assert d.memory.user_id is None and d.memory.shared and d.memory.memory_type == "semantic"

@@ -275,6 +275,8 @@ def remember(store: MemoryStore, content: str, user_id: str | None = None, memor
                                  "retry later or write less concurrently")
         fresh = replace(new)  # each attempt starts from the fact as given
         decision = _cascade(store, fresh, vector, llm, decided)
+        if decision.tier == "exact" and observed_at is not None and observed_at < (decision.target.valid_from or 0):
+            decision = Decision("UPDATE", fresh, decision.target, "the same text, observed earlier", "exact")
         calls[0] += decision.model_calls
         decision.model_calls = calls[0]
         if decision.action != "NOOP":
@@ -307,11 +309,21 @@ def revise(store: MemoryStore, memory_id: str, content: str, user_id: str | None
                                   + (f" (its newer version is {target.superseded_by!r})" if target else ""))
         if target.content_hash == new.content_hash:
             return Decision("NOOP", target, target, "the same text is already stored", "request")
+        same = find_exact(store, new.content, user_id=user_id, memory_type=memory_type, shared=shared,
+                          repair=False, vector=vector)  # the ledger is WATCHed
+        if same is not None:  # another memory says it already: that one replaces the old, no second copy
+            drop = _watch_current(store, pipe, ledger, target)
+            pipe.multi()
+            _close(store, pipe, target, max(time.time(), target.valid_from or 0), same.id)
+            if drop:
+                pipe.hdel(ledger, target.content_hash)
+            return Decision("UPDATE", same, target, "the new text was already stored: it replaces the old", "request")
         decision = Decision("UPDATE", replace(new), target, "a new version, asked for by id", "request")
-        _apply(store, pipe, ledger_key(store, owner, memory_type), decision, vector)
+        _apply(store, pipe, ledger, decision, vector)
         return decision
 
-    return store.redis.transaction(attempt, ledger_key(store, owner, memory_type), value_from_callable=True)
+    ledger = ledger_key(store, owner, memory_type)
+    return store.redis.transaction(attempt, ledger, value_from_callable=True)
 
 
 def _cascade(store: MemoryStore, new: Memory, vector, llm, decided: dict | None = None) -> Decision:
@@ -347,15 +359,10 @@ def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, st
     time is taken after the WATCHes, so it is later than every version this write can supersede."""
     new, target = decision.memory, decision.target
     closing = decision.action in ("UPDATE", "INVALIDATE") and target is not None
-    drop_target = False
-    if closing:
-        pipe.watch(store.key(target.id, target.user_id))
-        state = decoded(pipe.json().get(store.key(target.id, target.user_id), "$.invalid_at", "$.content_hash"))
-        if not state or state["$.invalid_at"] or state["$.content_hash"] != [target.content_hash]:
-            raise redis.WatchError("the target changed under us")  # deleted, closed or edited by another writer
-        drop_target = pipe.hget(ledger, target.content_hash) == target.id
-    if stamp_now:
-        new.created_at = new.updated_at = new.valid_from = time.time()
+    drop_target = _watch_current(store, pipe, ledger, target) if closing else False
+    if stamp_now:  # a clock behind the one that wrote the target still makes the new fact the current one
+        new.created_at = new.updated_at = time.time()
+        new.valid_from = max(new.created_at, target.valid_from or 0) if closing else new.created_at
     if closing and new.valid_from < (target.valid_from or 0):  # observed_at says: older than what we know
         _into_the_past(store, pipe, decision, vector)
         return
@@ -369,6 +376,16 @@ def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, st
         _close(store, pipe, target, new.valid_from, new.id)
         if drop_target and target.content_hash != new.content_hash:
             pipe.hdel(ledger, target.content_hash)
+
+
+def _watch_current(store: MemoryStore, pipe, ledger: str, target: Memory) -> bool:
+    """WATCH ``target`` and check it is still current and unchanged (else WatchError: decide again); True if
+    the exact-match ledger points to it."""
+    pipe.watch(store.key(target.id, target.user_id))
+    state = decoded(pipe.json().get(store.key(target.id, target.user_id), "$.invalid_at", "$.content_hash"))
+    if not state or state["$.invalid_at"] or state["$.content_hash"] != [target.content_hash]:
+        raise redis.WatchError("the target changed under us")  # deleted, closed or edited by another writer
+    return pipe.hget(ledger, target.content_hash) == target.id
 
 
 def _version(store: MemoryStore, pipe, memory_id: str | None, owner: str | None) -> Memory | None:

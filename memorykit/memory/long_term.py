@@ -59,9 +59,7 @@ class MemoryStore:
     ``RedisCluster``: every transaction and script stays in one owner's slot)."""
 
     def __init__(self, redis_client: redis.Redis, embedder, namespace: str = "memorykit"):
-        self.redis = redis_client
-        self.embedder = embedder
-        self.namespace = check_namespace(namespace)
+        self.redis, self.embedder, self.namespace = redis_client, embedder, check_namespace(namespace)
         self.schema = memory_schema(namespace)
         self.index = ensure_index(redis_client, self.schema) if has_query_engine(redis_client) else None
         self._drop_script = redis_client.register_script(dedup.DROP_MEMORY)
@@ -105,6 +103,8 @@ class MemoryStore:
             raise ValidationError(f"a memory is a short statement, not a document: {len(content)} > {MAX_MEMORY_CHARS} characters")
         check_text(content, "a memory")
         owner, now = owner if owner is None else check_id(owner, "user_id"), time.time()
+        if observed_at is not None and not (isinstance(observed_at, (int, float)) and observed_at <= now + 300):
+            raise ValidationError(f"observed_at must be a Unix time not in the future, got {observed_at!r}")
         topics = topic_list(topics)
         return Memory(content=content.strip(), user_id=owner, memory_type=memory_type, topics=topics,
                       content_hash=content_hash(content), created_at=now, updated_at=now,
