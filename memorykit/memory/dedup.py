@@ -300,10 +300,10 @@ def revise(store: MemoryStore, memory_id: str, content: str, user_id: str | None
         raise ValidationError(f"no memory with id {memory_id!r}")
     memory_type = first.memory_type
     new = store._new(content, owner, memory_type, topics=first.topics, metadata=dict(first.metadata))
-    vector = store.embedder.embed(new.content)
+    vector, read = store.embedder.embed(new.content), [first]
 
-    def attempt(pipe) -> Decision:
-        target = store.get(memory_id, user_id, shared=shared)  # _apply WATCHes it and checks it is unchanged
+    def attempt(pipe) -> Decision:  # a retry reads the memory again; the WATCH below checks it is unchanged
+        target = read.pop() if read else store.get(memory_id, user_id, shared=shared)
         if target is None or target.user_id != owner or not target.is_current:
             raise ValidationError(f"memory {memory_id!r} was closed or deleted meanwhile"
                                   + (f" (its newer version is {target.superseded_by!r})" if target else ""))

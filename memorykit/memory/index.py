@@ -288,7 +288,7 @@ def _indexes(client: redis.Redis, namespace: str) -> list[SearchIndex]:
         return []
     names = {n.decode() if isinstance(n, bytes) else n for n in client.execute_command("FT._LIST")}
     found = [SearchIndex.from_existing(n, redis_client=client) for n in index_names(namespace) if n in names]
-    return [i for i in found if i.schema.index.storage_type.value == "hash" and "user_id" in i.schema.fields
+    return [i for i in found if (i.schema.index.storage_type.value == "hash" and "user_id" in i.schema.fields)
             or getattr(i.schema.fields.get("user_id"), "path", None) == owner_field()["path"]]
 
 

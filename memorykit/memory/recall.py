@@ -15,7 +15,6 @@ from urllib.parse import unquote
 
 import logging
 
-import numpy as np
 import redis
 from redisvl.query import CountQuery
 from redisvl.query.filter import FilterExpression, Num, Tag
@@ -23,7 +22,8 @@ from redisvl.query.filter import FilterExpression, Num, Tag
 from ..errors import ValidationError
 from ..keys import check_id, check_namespace, registry_key, user_key
 from ..messages import Message
-from .index import delete_keys, ensure_index, nearest, owner_field, owner_filter, owner_tag, vector_field
+from .index import delete_keys, ensure_index, nearest, owner_filter, owner_tag, vector_field
+from .vectors import blob
 from .short_term import VECTOR_SLACK, ChatHistory
 
 _RETURN = ["message_id", "thread_id", "role", "text", "name", "created_at"]
@@ -121,7 +121,7 @@ class MessageIndex:
             vectors = self.embedder.embed_many([m.content for m in todo])
             docs = [{"message_id": m.id, "user_id": owner_tag(user_id), "thread_id": owner_tag(thread_id),
                      "role": m.role, "text": m.content, "name": m.name or "", "created_at": float(m.created_at),
-                     "embedding": np.asarray(v, dtype=np.float32).tobytes()} for m, v in zip(todo, vectors)]
+                     "embedding": blob(v)} for m, v in zip(todo, vectors)]
             keys = [self.key(user_id, thread_id, m.id) for m in todo]
             self.index.load(docs, keys=keys)
             thread = self.thread_key(user_id, thread_id)
