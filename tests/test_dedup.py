@@ -415,6 +415,33 @@ def test_eight_writers_updating_one_memory_leave_one_current_version(store, llm,
     assert all(m.invalid_at is not None for m in chain[:-1])
 
 
+def test_a_fact_said_again_after_a_newer_one_replaced_it_replaces_that_one(store, llm, monkeypatch):
+    tennis = store.remember("User plays tennis every week.", user_id="u1", llm=llm).memory
+    store.remember("User plays tennis every week.", user_id="u2", llm=llm)
+    store.remember("User no longer plays tennis.", user_id="u1", llm=llm)
+    back = store.remember("User plays tennis every week.", user_id="u1", llm=llm)
+    assert (back.action, back.tier, back.target.content) == ("UPDATE", "exact", "User no longer plays tennis.")
+    assert [m.content for m in store.list("u1", ["episodic"])] == ["User plays tennis every week."]
+    assert [m.content for m in store.history(tennis.id, user_id="u1")] == [
+        "User plays tennis every week.", "User no longer plays tennis.", "User plays tennis every week."]
+    assert len(store.list("u2", ["episodic"])) == 1  # the other user's tennis is untouched
+    # through a longer chain, to the version current now; one said again at a past time goes to the model
+    monkeypatch.setattr(dedup, "decide", lambda new, existing, llm: dedup.MemoryDecision(
+        action="UPDATE", target=0, reason="a move replaces the home before it"))
+    paris = store.remember("User lives in Paris.", user_id="u3", llm=llm).memory
+    for city in ("Berlin", "Rome"):
+        store.remember(f"User moved to {city}.", user_id="u3", llm=llm)
+    asked = store.remember("User lives in Paris.", user_id="u3", observed_at=paris.valid_from + 0.001, llm=llm)
+    assert asked.tier == "decided"
+    home = store.remember("User lives in Paris.", user_id="u3", llm=llm)
+    assert (home.action, home.tier, home.target.content) == ("UPDATE", "exact", "User moved to Rome.")
+    assert [m.content for m in store.list("u3", ["episodic"])] == ["User lives in Paris."]
+    # a replacement far from what it replaced (a wrong earlier decision) is not undone by the rule: the model decides
+    store.remember("User cycles to work.", user_id="u4", llm=llm)
+    store.remember("User uses Linux on their laptop.", user_id="u4", llm=llm)
+    assert store.remember("User cycles to work.", user_id="u4", llm=llm).tier == "decided"
+
+
 # ------------------------------------------------------------------ consolidation
 def test_consolidate_merges_duplicates_with_provenance_within_user_and_type(store, llm):
     a = store.add("User went to Paris in 2009 for their honeymoon.", user_id="u1", source_thread="t1",
