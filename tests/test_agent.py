@@ -395,6 +395,27 @@ def test_messages_kept_while_redis_was_down_are_remembered_when_they_land(r, emb
     a.close()
 
 
+def test_a_message_whose_save_timed_out_but_landed_is_remembered_with_the_next_turn(r, emb, ns, monkeypatch):
+    """The write was applied, its reply lost (a timeout): the message is not stored twice, and its memory and
+    recall vector are written with the next turn's."""
+    a, real_append, calls = mk.MemoryAgent(r, llm=get_llm("offline"), embedder=emb, namespace=ns), ChatHistory.append, []
+
+    def lands_then_times_out(self, m):  # the first write lands and its reply is lost
+        real_append(self, m)
+        calls.append(m)
+        if len(calls) == 1:
+            raise redis.TimeoutError("Timeout reading from socket")
+    monkeypatch.setattr(ChatHistory, "append", lands_then_times_out)
+    kept = a.chat("I am allergic to penicillin.", user_id="sam", thread_id="t1")
+    assert "is kept" in kept.error
+    later = a.chat("I also like hiking in the Alps.", user_id="sam", thread_id="t1")
+    a.flush()
+    assert later.ok and roles(a, "sam", "t1") == ["user", "user", "assistant"]
+    assert "User is allergic to penicillin." in [m.content for m in a.store.list("sam")]
+    assert "I am allergic to penicillin." in {h.message.content for h in a.recall.search("penicillin", "sam", k=3)}
+    a.close()
+
+
 def test_indexes_redis_lost_are_created_again_on_first_use(agent, r, ns):
     """Redis restarted without its data, or failed over to an empty replica: the indexes are gone. The running
     agent's next queries create them again (over the documents Redis still holds) instead of failing every turn."""
@@ -667,6 +688,31 @@ def test_a_turn_whose_jobs_wait_behind_other_users_runs_them_itself():
         gate.set()
     assert after.result(timeout=30) == "later"
     writer.shutdown()
+
+
+def test_one_user_with_many_busy_threads_leaves_workers_for_other_users():
+    """Keys grouped by user hold at most ``per_group`` workers: a user with four slow threads on four workers
+    leaves three free, and their other threads run in turn, in order, once one of their workers is free."""
+    from memorykit.agent.background import KeyedWriter
+
+    writer, gate, done = KeyedWriter(workers=4, group=lambda k: k[0], per_group=1), threading.Event(), []
+    for t in range(4):
+        for i in range(3):
+            writer.submit(("mallory", t), lambda t=t, i=i: (gate.wait(60), done.append(("mallory", t, i))))
+    alice = writer.submit(("alice", 1), lambda: threading.current_thread().name)
+    bob = [writer.submit(("bob", t), lambda t=t: done.append(("bob", t, 0))) for t in range(3)]
+    try:
+        assert alice.result(timeout=30).startswith("memorykit-writes")  # a pool worker, not the caller, ran it
+        assert all(f.result(timeout=30) is None for f in bob) and [k for k, *_ in done] == ["bob"] * 3
+        assert writer.pending(("mallory", 0)) + writer.pending(("mallory", 3)) == 6
+    finally:
+        gate.set()
+    writer.shutdown()
+    mallory = [(t, i) for k, t, i in done if k == "mallory"]
+    assert sorted(mallory) == [(t, i) for t in range(4) for i in range(3)]
+    assert all([i for u, i in mallory if u == t] == [0, 1, 2] for t in range(4))
+    with pytest.raises(ValidationError):
+        KeyedWriter(workers=2, per_group=0)
 
 
 def test_keyed_writer_keeps_order_per_key_and_runs_keys_side_by_side():

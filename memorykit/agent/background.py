@@ -5,7 +5,9 @@ so a key's jobs run in submission order while other keys' jobs run beside them, 
 LangGraph's checkpointers order writes per thread and Redis Agent Memory Server runs its
 background tasks per session. Waiting is per key: a turn waits only for its own thread, and when its
 thread's jobs are still queued behind other keys' (every worker busy), the waiting turn runs them itself
-instead of waiting for a worker that other users hold.
+instead of waiting for a worker that other users hold. Keys can be grouped (the agent groups a user's
+threads): a group holds at most ``per_group`` workers at once, so one user with many busy threads leaves
+workers free for everyone else; its other keys wait their turn in the group's own line.
 """
 from __future__ import annotations
 
@@ -21,9 +23,16 @@ from ..errors import ValidationError
 class KeyedWriter:
     """Run ``fn()`` jobs in order per key, in parallel across keys, on at most ``workers`` threads."""
 
-    def __init__(self, workers: int = 8, name: str = "memorykit-writes"):
+    def __init__(self, workers: int = 8, name: str = "memorykit-writes", *,
+                 group: Callable[[Hashable], Hashable] | None = None, per_group: int | None = None):
         if not isinstance(workers, int) or workers < 1:
             raise ValidationError(f"workers must be a positive integer, got {workers!r}")
+        if per_group is not None and (not isinstance(per_group, int) or per_group < 1):
+            raise ValidationError(f"per_group must be a positive integer, got {per_group!r}")
+        self._group = group or (lambda key: key)
+        self._per_group = per_group or workers
+        self._running: dict[Hashable, int] = {}  # group -> pool workers given to its keys
+        self._parked: dict[Hashable, deque[Hashable]] = {}  # group -> keys waiting for one of its workers
         self._pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
         self._lock = threading.Lock()
         self._queues: dict[Hashable, deque[tuple[Callable[[], object], cf.Future]]] = {}
@@ -40,8 +49,40 @@ class KeyedWriter:
                 queue.append((fn, future))
                 return future
             self._queues[key] = deque([(fn, future)])
-        self._pool.submit(self._drain, key)
+            if not self._start(key):
+                return future
+        self._pool.submit(self._work, key)
         return future
+
+    def _start(self, key: Hashable) -> bool:
+        """Under the lock: give ``key`` one of its group's workers (True), or park it in the group's line."""
+        group = self._group(key)
+        if self._running.get(group, 0) >= self._per_group:
+            self._parked.setdefault(group, deque()).append(key)
+            return False
+        self._running[group] = self._running.get(group, 0) + 1
+        return True
+
+    def _work(self, key: Hashable) -> None:
+        """A pool worker's task: drain ``key``, then hand the group's worker to its next parked key."""
+        try:
+            self._drain(key)
+        finally:
+            group, after = self._group(key), None
+            with self._lock:
+                self._running[group] -= 1
+                if not self._running[group]:
+                    del self._running[group]
+                line = self._parked.get(group, deque())
+                while line and after is None:
+                    nxt = line.popleft()  # a caller may have drained it meanwhile
+                    after = nxt if nxt in self._queues and nxt not in self._draining else None
+                if not line:
+                    self._parked.pop(group, None)
+                if after is not None:
+                    self._running[group] = self._running.get(group, 0) + 1
+            if after is not None:
+                self._pool.submit(self._work, after)
 
     def _claim(self, key: Hashable) -> bool:
         """Become the one thread running the key's jobs (False: another thread does, or none are queued)."""

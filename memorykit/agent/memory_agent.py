@@ -150,7 +150,8 @@ class MemoryAgent:
             self.recall = MessageIndex(r, self.embedder, namespace=namespace)
             self.feedback = FeedbackStore(r, self.embedder, namespace=namespace)
             self.working = WorkingMemory(r, namespace=namespace, template=PROFILE_TEMPLATE, scope="user")
-        self._writes = KeyedWriter(writers)  # ``writers`` threads at most, one per busy (user, thread)
+        self._writes = KeyedWriter(writers, group=lambda key: key[0],  # at most ``writers`` threads, one per busy
+                                   per_group=max(1, writers // 4))      # (user, thread); a quarter for one user
         self._unsaved: dict[tuple[str, str], list[Message]] = {}
         self._unsaved_chars = 0  # the characters of every message in _unsaved
         self._unsaved_lock = threading.Lock()
@@ -282,9 +283,8 @@ class MemoryAgent:
         try:
             if down is not None:  # not tried again: each try at a server that is down waits for the client's retries
                 raise down
-            landed = [*self._not_landed(history, waiting), *messages]
-            history.append(landed)
-            turn.saved.extend(landed)  # kept messages too: their memory is written with this turn's
+            history.append([*self._not_landed(history, waiting), *messages])
+            turn.saved.extend([*waiting, *messages])  # kept ones too, landed or not: remembered with this turn's
             with self._unsaved_lock:
                 kept = self._unsaved.get(slot, [])
                 self._unsaved_chars -= sum(len(m.content) for m in kept[:len(waiting)])
