@@ -142,6 +142,45 @@ def test_forget_user_in_another_process_drops_the_writes_queued_here(r, emb, llm
         here.close(), there.close()
 
 
+def test_a_tool_run_or_feedback_analysis_under_way_writes_nothing_after_forget_user(r, emb, ns):
+    """The model is still planning carol's tools and reading her feedback when she is forgotten: neither her
+    question (a procedure) nor her exchanges (feedback examples) are written back when it answers."""
+    from memorykit.offline import OfflineChat
+
+    started, gate = threading.Barrier(3), threading.Event()
+
+    class Gated(OfflineChat):
+        def perform(self, task, inp, tools=None):
+            if task.name in ("plan_tools", "analyze_feedback") and not gate.is_set():
+                started.wait(30)  # both runs are in their first model call, then forget_user, then the gate
+                gate.wait(30)
+            return super().perform(task, inp, tools=tools)
+
+    agent, llm = mk.MemoryAgent(r, llm=get_llm("offline"), embedder=emb, namespace=ns), Gated()
+    procedures = mk.ProcedureStore(r, embedder=emb, namespace=ns)
+    tools = mk.ToolAgent(r, llm=llm, tools=mk.wellness_tools("wellness_user"), procedures=procedures)
+    exchanges = [("What is my resting heart rate?", "62 bpm"), ("Wrong, it is 58.", "Sorry, 58 bpm")]
+    done = []
+    workers = [threading.Thread(target=lambda: done.append(tools.run("Compare my sleep and my heart rate this week",
+                                                                   user_id="carol"))),
+               threading.Thread(target=lambda: done.append(agent.feedback.learn("carol", exchanges, llm=llm)))]
+    try:
+        for w in workers:
+            w.start()
+        started.wait(30)  # both are inside their model call
+        agent.forget_user("carol")
+        gate.set()
+        for w in workers:
+            w.join(60)
+        run = next(d for d in done if hasattr(d, "stored"))
+        assert run.evaluation.success and not run.stored and procedures.count(user_id="carol") == 0
+        assert agent.feedback.count("carol") == 0 and [] in done
+        assert tools.run("Compare my sleep and my heart rate this week", user_id="carol").stored  # a new start
+    finally:
+        gate.set()
+        agent.close()
+
+
 def test_short_term_mode_uses_the_thread_only(r, emb, llm, ns):
     a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term")
     assert a.store is None and a.embedder is None

@@ -19,6 +19,7 @@ from ..keys import check_id
 from ..llm.task import Task, TaskFailed, track_usage
 from ..llm.tools import Tool, by_name, call_tool, parse_arguments
 from ..memory.feedback import FeedbackStore, Guidance
+from ..memory.index import forgotten_since
 from ..memory.procedural import (MIN_SUCCESS_SCORE, Evaluation, ProcedureHit, ProcedureStore, evaluate_workflow,
                                  tool_error)
 from ..messages import Message
@@ -168,7 +169,8 @@ class ToolAgent:
         check_id(user_id, "user_id")
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("the agent needs a non-empty question")
-        started = time.perf_counter()
+        started, store = time.perf_counter(), self.procedures
+        forgotten = forgotten_since(store.redis, store.namespace, user_id) if store is not None else None
         run = ToolRun(query=query, user_id=user_id)
         vector = self._recall(run)
         trace: list[dict[str, Any]] = []
@@ -196,7 +198,8 @@ class ToolAgent:
         run.execution_time_ms = (time.perf_counter() - started) * 1000
         run.evaluation = evaluate_workflow(run.tools_used, [r["content"] for r in kept], run.reply,
                                            run.execution_time_ms)
-        if self.learn and self.procedures is not None and run.evaluation.success_score >= MIN_SUCCESS_SCORE:
+        if (self.learn and forgotten is not None and run.evaluation.success_score >= MIN_SUCCESS_SCORE
+                and not forgotten()):  # forget_user ran meanwhile: nothing of this run is kept
             run.stored = self.procedures.store(query, run.tools_used, run.evaluation.success_score,
                                                run.execution_time_ms, user_id=user_id, vector=vector,
                                                calls=run.calls,

@@ -22,8 +22,8 @@ from redisvl.utils.rerank import BaseReranker
 from ..errors import ValidationError
 from ..keys import check_id, check_namespace, user_key
 from ..llm.task import Task, TaskFailed, run_task
-from .index import (content_hash, ensure_index, json_docs, nearest, owner_field, owner_filter, owner_tag,
-                    vector_field)
+from .index import (content_hash, ensure_index, forgotten_since, json_docs, nearest, owner_field, owner_filter,
+                    owner_tag, vector_field)
 
 log = logging.getLogger(__name__)
 
@@ -156,10 +156,16 @@ class FeedbackStore:
         return self.redis.transaction(toggle, k, value_from_callable=True)
 
     def learn(self, user_id: str, exchanges: Sequence[tuple[str, str]], llm=None) -> list[FeedbackExample]:
-        """Analyze the last exchanges for feedback and save what was found (set, not toggled)."""
+        """Analyze the last exchanges for feedback and save what was found (set, not toggled); nothing is
+        saved if the user was forgotten while the model read them."""
+        check_id(user_id, "user_id")
+        forgotten = forgotten_since(self.redis, self.namespace, user_id)
         found = analyze_feedback(exchanges, llm=llm)
         for example in found:
             example.user_id = user_id
+        if found and forgotten():
+            log.info("feedback of a user forgotten during the analysis: not saved")
+            return []
         if found:  # one embedding batch, one pipelined write
             vectors = self.embedder.embed_many([e.query for e in found])
             self.index.load([self._doc(user_id, e, v) for e, v in zip(found, vectors)],

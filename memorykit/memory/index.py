@@ -257,6 +257,13 @@ def forget_mark(client: redis.Redis, namespace: str, user_id: str) -> str | None
     return client.get(forget_mark_key(namespace, user_id))
 
 
+def forgotten_since(client: redis.Redis, namespace: str, user_id: str):
+    """Read the user's forget mark now; the function returned tells if ``forget_user`` ran since (call it just
+    before writing what slow work, a model call, learned about the user)."""
+    before = forget_mark(client, namespace, user_id)
+    return lambda: forget_mark(client, namespace, user_id) != before
+
+
 def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None) -> int:
     """Delete one user's documents and keys in exactly this namespace, and (given ``embedder``) the
     cached embeddings of their texts. Nothing is scanned: long-term memories come from the user's id
