@@ -181,6 +181,33 @@ def test_a_tool_run_or_feedback_analysis_under_way_writes_nothing_after_forget_u
         agent.close()
 
 
+def test_a_fact_is_dated_when_said_even_if_its_thread_is_remembered_later(r, emb, ns, monkeypatch):
+    """Threads' background writes run in any order: the phone's slower extraction finishes after the laptop's
+    later message was remembered. The older fact goes into the history before the newer one, not over it."""
+    from memorykit.memory import dedup
+    from memorykit.offline import OfflineChat
+
+    class SlowOnLuna(OfflineChat):
+        def perform(self, task, inp, tools=None):
+            if task.name == "extract_memories" and "Luna" in inp.model_dump_json():
+                time.sleep(1.0)
+            return super().perform(task, inp, tools=tools)
+
+    monkeypatch.setattr(dedup, "decide", lambda new, existing, llm: dedup.MemoryDecision(
+        action="UPDATE", target=0, reason="the cat has one name"))
+    agent = mk.MemoryAgent(r, llm=SlowOnLuna(), embedder=emb, namespace=ns)
+    try:
+        agent.chat("My cat is called Luna.", user_id="sam", thread_id="phone")
+        agent.chat("My cat is called Milo now.", user_id="sam", thread_id="laptop")
+        agent.flush()
+        current = agent.store.list("sam")
+        assert [m.content for m in current] == ["User's cat is called Milo now."]
+        assert [m.content for m in agent.store.history(current[0].id, user_id="sam")] == [
+            "User's cat is called Luna.", "User's cat is called Milo now."]
+    finally:
+        agent.close()
+
+
 def test_short_term_mode_uses_the_thread_only(r, emb, llm, ns):
     a = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term")
     assert a.store is None and a.embedder is None
@@ -606,9 +633,11 @@ def test_usage_is_summed_over_the_turn(r, emb, llm, ns):
     assert (turn.model_calls, turn.tokens_in, turn.tokens_out) == (1, 11, 7)
     assert [u.task for u in turn.usage] == ["reply"] and not turn.usage[0].estimated
 
-    full = mk.MemoryAgent(r, llm=llm, embedder=emb, namespace=ns)
+    full, gate = mk.MemoryAgent(r, llm=llm, embedder=emb, namespace=ns, writers=1), threading.Event()
+    full._writes.submit(("blocker", "x"), lambda: gate.wait(60))  # the turn's writes wait: the count is its own
     turn = full.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
     foreground = turn.model_calls
+    gate.set()
     full.flush()
     full.close()
     tasks = [u.task for u in turn.usage]

@@ -431,7 +431,8 @@ class MemoryAgent:
                 with self._step(turn, "remember"):
                     turn.memories_stored.append(self.store.remember(
                         candidate.content, user_id=uid, memory_type=candidate.type, llm=self.llm,
-                        source_thread=tid, source_messages=[m.id for m in told]))
+                        source_thread=tid, source_messages=[m.id for m in told],
+                        observed_at=max(m.created_at for m in told)))  # when said: jobs of threads run in any order
             for message in told:
                 if forgotten_now():
                     return
