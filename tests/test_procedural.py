@@ -302,6 +302,29 @@ def test_learn_saves_found_examples(r, emb, ns, llm):
     assert [e.label for e in found] == ["positive"] and fb.count("u1", "positive") == 1
 
 
+def test_found_feedback_is_stored_as_the_exchange_it_is_about(r, emb, ns):
+    """A model paraphrases the question, shortens the answer, pairs a question with the final answer after a
+    follow-up, or makes an exchange up: what is stored is always an exchange read, in its own words."""
+    from memorykit.memory.feedback import FeedbackFound, FoundFeedback
+
+    class Model:
+        def perform(self, task, inp, tools=None):
+            return FeedbackFound(examples=[
+                FoundFeedback(query="What's my resting HR", response="62", label="positive"),
+                FoundFeedback(query="How many steps did I do?", response="|steps|  8,400|", label="negative"),
+                FoundFeedback(query="How do I stop taking my medication?", response="Just stop.", label="positive")])
+
+    exchanges = [("What is my resting heart rate?", "62 bpm"), ("How many steps did I do?", "8,400 steps."),
+                 ("As a table please", "| steps | 8,400 |"), ("Wrong, and thanks for the HR!", "")]
+    fb = mk.FeedbackStore(r, emb, namespace=ns)
+    found = fb.learn("u1", exchanges, llm=Model())
+    assert [(e.query, e.response, e.label) for e in found] == [
+        ("What is my resting heart rate?", "62 bpm", "positive"),
+        ("How many steps did I do?", "| steps | 8,400 |", "negative")]
+    assert fb.mark("u1", *exchanges[0], "negative") == "switched"  # the user's thumbs meet the same example
+    assert fb.count("u1") == 2
+
+
 def test_mmr_trades_relevance_for_variety():
     import numpy as np
 

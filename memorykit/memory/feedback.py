@@ -6,6 +6,7 @@ diversified with MMR: positives to follow, negatives to avoid.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import time
@@ -31,6 +32,8 @@ LABELS = ("positive", "negative")
 CANDIDATES = 20       # vector-search candidates that the rerank and MMR choose from
 MMR_LAMBDA = 0.7      # relevance against variety
 WINDOW = 4            # exchanges analyze_feedback reads
+MATCH_FLOOR = 0.55    # a found example's text is an exchange's if this similar (difflib ratio): a paraphrased
+#                       question scores 0.6-0.85 against its own ("What's my resting HR"), another one 0.4-0.5
 
 
 @dataclass
@@ -271,7 +274,34 @@ def analyze_feedback(exchanges: Sequence[tuple[str, str | None]], llm) -> list[F
     except TaskFailed as exc:
         log.warning("analyze_feedback skipped: %s", exc)
         return []
-    return [FeedbackExample(query=f.query, response=f.response, reason=f.reason,
-                            label="negative" if f.label == "correction" else f.label,
-                            signal="correction" if f.label == "correction" else f.signal)
-            for f in found.examples if f.query.strip() and f.response.strip()]
+    out = []
+    for f in found.examples:
+        pair = _exchange_of(pairs, f.query, f.response)
+        if pair is None:
+            log.info("analyze_feedback: an example matching none of the exchanges read was dropped")
+            continue
+        out.append(FeedbackExample(query=pair[0], response=pair[1], reason=f.reason,
+                                   label="negative" if f.label == "correction" else f.label,
+                                   signal="correction" if f.label == "correction" else f.signal))
+    return out
+
+
+def _similar(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, " ".join(a.lower().split()), " ".join(b.lower().split())).ratio()
+
+
+def _exchange_of(pairs: Sequence[Exchange], query: str, response: str) -> tuple[str, str] | None:
+    """The (question, answer) a found example is about, in the exchanges' own words: the user turn nearest its
+    query (a model may paraphrase), and the answer nearest its response from that exchange on (feedback after a
+    follow-up pairs the original question with the final answer), else that exchange's own. None when no user
+    turn is near (an example the model made up) or the question has no answer."""
+    if not query.strip():
+        return None
+    score, i = max((_similar(query, p.user), -i) for i, p in enumerate(pairs))  # a repeated question: the first
+    i = -i
+    if score < MATCH_FLOOR:
+        return None
+    later = [(_similar(response, p.assistant), j) for j, p in enumerate(pairs) if j >= i and p.assistant.strip()]
+    near, j = max(later, default=(0.0, i))
+    answer = pairs[j].assistant if near >= MATCH_FLOOR else pairs[i].assistant
+    return (pairs[i].user, answer) if answer.strip() else None
