@@ -42,6 +42,8 @@ def test_recency_half_lives():
     assert f.score(now - 14 * DAY, None, now) == pytest.approx(0.25)  # never used: counts from creation
     assert rt.Recency().score(None, None, now) == 0.0
     assert 0 <= rt.Recency().score(now - 5 * DAY, now - DAY, now) <= 1
+    assert rt.Recency().score(now + DAY, None, now) == 0.0  # created after the time asked about: not new, absent
+    assert rt.Recency().score(now + 2, None, now) == pytest.approx(1.0)  # another server's clock, a little ahead
 
 
 @pytest.fixture

@@ -49,8 +49,9 @@ class Recency:
     now: float | None = None
 
     def score(self, created_at: float | None, last_accessed: float | None, now: float) -> float:
-        """Recency in [0, 1] at ``now`` (1 = created and used just now)."""
-        if created_at is None:
+        """Recency in [0, 1] at ``now`` (1 = created and used just now; 0 = created after ``now``, beyond 5
+        minutes of clock difference between servers: it did not exist yet at the time asked about)."""
+        if created_at is None or created_at > now + 300:
             return 0.0
         used = last_accessed if last_accessed is not None else created_at
         novelty = 0.5 ** (max(now - created_at, 0.0) / DAY / max(self.half_life_created_days, 1e-3))
