@@ -7,7 +7,10 @@ turn is timed from ``chat()`` to its return (what the user waits, including the 
 thread's earlier background writes). Prints, measured in one run:
 
 - median reply ratio: median reply time with 8 users / with 1 user (target <= 1.5x);
-- throughput ratio: turns per second with 8 users / with 1 user (target >= 5x).
+- throughput ratio: turns per second with 8 users / with 1 user (target >= 5x);
+- busy-neighbour ratio: seconds until one user's turn is remembered (its background writes done) just after
+  another user started slow writes (3 s) in as many threads as the agent has writers / with nobody else
+  (target <= 1.5x).
 
     .venv/bin/python benchmarks/multiuser.py [--users 8] [--turns 4] [--llm-latency-ms 500]
 """
@@ -68,6 +71,36 @@ def run(agent, users: int, turns: int) -> tuple[list[float], float, list[str]]:
     return replies, wall, failures
 
 
+class SlowWrites(Delayed):
+    """``Delayed``, and ``extra_ms`` more for memory extraction of a message that mentions a marathon: the
+    heavy user's background writes are slow (a long message, a slow model), their replies are not."""
+
+    def __init__(self, inner, delay_ms: float, extra_ms: float = 3000.0):
+        super().__init__(inner, delay_ms)
+        self.extra = extra_ms / 1000
+
+    def perform(self, task, inp, tools=None):
+        if task.name == "extract_memories" and "marathon" in inp.model_dump_json():
+            time.sleep(self.extra)
+        return super().perform(task, inp, tools=tools)
+
+
+def remembered_after(agent, heavy_threads: int = 0) -> float:
+    """Seconds from one light user's turn until its memory writes are done, just after a heavy user said
+    something slow to remember in ``heavy_threads`` threads at once."""
+    heavy = [threading.Thread(target=lambda t=t: agent.chat("I am training for a marathon.", user_id="heavy",
+                                                            thread_id=f"t{t}")) for t in range(heavy_threads)]
+    for h in heavy:
+        h.start()
+    for h in heavy:
+        h.join()
+    start = time.perf_counter()
+    agent.chat("I am allergic to penicillin.", user_id="light", thread_id="chat")
+    while agent.pending("light", "chat"):
+        time.sleep(0.01)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--users", type=int, default=8)
@@ -102,6 +135,20 @@ def main() -> None:
     (m1, t1), (mn, tn) = results[1], results[args.users]
     print(f"median reply ratio {args.users} users / 1 user: {mn / m1:.2f}x (target <= 1.5x)")
     print(f"throughput ratio {args.users} users / 1 user: {tn / t1:.2f}x (target >= 5x)")
+    took = {}
+    for heavy in (0, 8):
+        namespace = f"{NS}n{heavy}"
+        clean(r, namespace)
+        slow = SlowWrites(mk.get_llm("offline"), args.llm_latency_ms)
+        agent = mk.MemoryAgent(r, llm=slow, embedder=emb, namespace=namespace, writers=8)
+        try:
+            took[heavy] = remembered_after(agent, heavy)
+        finally:
+            agent.close()
+            clean(r, namespace)
+        print(f"a turn remembered after {took[heavy]:.2f} s, {heavy} threads of another user writing for 3 s "
+              f"(8 writers)")
+    print(f"busy-neighbour ratio: {took[8] / took[0]:.2f}x (target <= 1.5x)")
 
 
 if __name__ == "__main__":

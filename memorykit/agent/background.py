@@ -6,8 +6,9 @@ LangGraph's checkpointers order writes per thread and Redis Agent Memory Server 
 background tasks per session. Waiting is per key: a turn waits only for its own thread, and when its
 thread's jobs are still queued behind other keys' (every worker busy), the waiting turn runs them itself
 instead of waiting for a worker that other users hold. Keys can be grouped (the agent groups a user's
-threads): a group holds at most ``per_group`` workers at once, so one user with many busy threads leaves
-workers free for everyone else; its other keys wait their turn in the group's own line.
+threads): a group runs at most ``per_group`` keys at once (the agent: one, so a user's writes never race each
+other for their profile) on at most ``per_group`` workers, so one user with many busy threads leaves the other
+workers to everyone else; its other keys wait in the group's own line, which its worker runs next.
 """
 from __future__ import annotations
 
@@ -31,13 +32,14 @@ class KeyedWriter:
             raise ValidationError(f"per_group must be a positive integer, got {per_group!r}")
         self._group = group or (lambda key: key)
         self._per_group = per_group or workers
-        self._running: dict[Hashable, int] = {}  # group -> pool workers given to its keys
-        self._parked: dict[Hashable, deque[Hashable]] = {}  # group -> keys waiting for one of its workers
         self._pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
         self._lock = threading.Lock()
         self._queues: dict[Hashable, deque[tuple[Callable[[], object], cf.Future]]] = {}
         self._pending: dict[Hashable, list[cf.Future]] = {}
         self._draining: set[Hashable] = set()  # keys a thread is running jobs of right now
+        self._busy: dict[Hashable, int] = {}  # group -> its keys draining now (at most per_group)
+        self._tasks: dict[Hashable, int] = {}  # group -> pool tasks given to it (at most per_group)
+        self._parked: dict[Hashable, deque[Hashable]] = {}  # group -> its keys waiting for one of its turns
 
     def submit(self, key: Hashable, fn: Callable[[], object]) -> cf.Future:
         """Queue ``fn`` after the key's earlier jobs; returns its future (its exception, if any, stays there)."""
@@ -49,60 +51,70 @@ class KeyedWriter:
                 queue.append((fn, future))
                 return future
             self._queues[key] = deque([(fn, future)])
-            if not self._start(key):
+            if not self._task_for(key):
                 return future
         self._pool.submit(self._work, key)
         return future
 
-    def _start(self, key: Hashable) -> bool:
-        """Under the lock: give ``key`` one of its group's workers (True), or park it in the group's line."""
+    def _task_for(self, key: Hashable) -> bool:
+        """Under the lock: give ``key`` one of its group's pool tasks (True), or park it in the group's line."""
         group = self._group(key)
-        if self._running.get(group, 0) >= self._per_group:
+        if self._tasks.get(group, 0) >= self._per_group:
             self._parked.setdefault(group, deque()).append(key)
             return False
-        self._running[group] = self._running.get(group, 0) + 1
+        self._tasks[group] = self._tasks.get(group, 0) + 1
         return True
 
-    def _work(self, key: Hashable) -> None:
-        """A pool worker's task: drain ``key``, then hand the group's worker to its next parked key."""
-        try:
-            self._drain(key)
-        finally:
-            group, after = self._group(key), None
-            with self._lock:
-                self._running[group] -= 1
-                if not self._running[group]:
-                    del self._running[group]
-                line = self._parked.get(group, deque())
-                while line and after is None:
-                    nxt = line.popleft()  # a caller may have drained it meanwhile
-                    after = nxt if nxt in self._queues and nxt not in self._draining else None
-                if not line:
-                    self._parked.pop(group, None)
-                if after is not None:
-                    self._running[group] = self._running.get(group, 0) + 1
-            if after is not None:
-                self._pool.submit(self._work, after)
-
     def _claim(self, key: Hashable) -> bool:
-        """Become the one thread running the key's jobs (False: another thread does, or none are queued)."""
-        with self._lock:
-            if key in self._draining or key not in self._queues:
-                return False
-            self._draining.add(key)
-            return True
+        """Under the lock: become the one thread running the key's jobs (False: another thread does, none are
+        queued, or its group already runs ``per_group`` keys)."""
+        group = self._group(key)
+        if key in self._draining or key not in self._queues or self._busy.get(group, 0) >= self._per_group:
+            return False
+        self._draining.add(key)
+        self._busy[group] = self._busy.get(group, 0) + 1
+        return True
+
+    def _next_parked(self, group: Hashable) -> Hashable | None:
+        """Under the lock: the group's next parked key that still has jobs and no thread (None: none)."""
+        line, found = self._parked.get(group, deque()), None
+        while line and found is None:
+            key = line.popleft()
+            found = key if key in self._queues and key not in self._draining else None
+        if not line:
+            self._parked.pop(group, None)
+        return found
+
+    def _work(self, key: Hashable | None) -> None:
+        """A pool task: drain ``key``, then the group's parked keys one after another on this worker (a parked
+        key never waits behind other groups' tasks); a key whose group is busy meanwhile is parked."""
+        group = self._group(key)
+        while key is not None:
+            with self._lock:
+                claimed = self._claim(key)
+                if not claimed and key in self._queues and key not in self._draining:
+                    self._parked.setdefault(group, deque()).append(key)  # whoever runs the group hands it on
+            if claimed:
+                self._drain(key)
+            with self._lock:
+                key = self._next_parked(group) if claimed else None
+                if key is None:
+                    self._tasks[group] -= 1
+                    if not self._tasks[group]:
+                        del self._tasks[group]
 
     def _drain(self, key: Hashable) -> None:
-        """Run the key's jobs one after another until its queue is empty, then let the key go. A pool worker
-        and a waiting caller may both try; the first to claim the key runs its jobs, the other returns."""
-        if not self._claim(key):
-            return
+        """Run a claimed key's jobs one after another until its queue is empty, then let the key go."""
+        group = self._group(key)
         while True:
             with self._lock:
                 queue = self._queues[key]
                 if not queue:
                     del self._queues[key]
                     self._draining.discard(key)
+                    self._busy[group] -= 1
+                    if not self._busy[group]:
+                        del self._busy[group]
                     return
                 fn, future = queue.popleft()
             if future.set_running_or_notify_cancel():
@@ -119,14 +131,28 @@ class KeyedWriter:
 
     def wait(self, key: Hashable | None = None) -> list[cf.Future]:
         """Wait for the jobs queued so far for ``key`` (all keys when None); returns their futures. Waiting for
-        one key whose jobs no worker has started yet runs them in the caller's thread."""
+        one key whose jobs no worker has started yet runs them in the caller's thread, unless the key's group
+        already runs its share of keys (then the group's worker reaches them next)."""
         with self._lock:
             futures = list(self._pending.get(key, [])) if key is not None else \
                 [f for fs in self._pending.values() for f in fs]
-        if key is not None and futures:  # in a fresh context, as on a pool worker (the caller's usage meters
-            contextvars.Context().run(self._drain, key)  # do not see them); no-op when a worker runs them
+            claimed = key is not None and bool(futures) and self._claim(key)
+        if claimed:  # in a fresh context, as on a pool worker (the caller's usage meters do not see them)
+            try:
+                contextvars.Context().run(self._drain, key)
+            finally:
+                self._hand_on(self._group(key))
         cf.wait(futures)
         return futures
+
+    def _hand_on(self, group: Hashable) -> None:
+        """After a caller ran a key: a pool task for the group's next parked key, if the group has one to spare."""
+        with self._lock:
+            key = self._next_parked(group) if self._tasks.get(group, 0) < self._per_group else None
+            if key is None:
+                return
+            self._tasks[group] = self._tasks.get(group, 0) + 1
+        self._pool.submit(self._work, key)
 
     def keys(self) -> list[Hashable]:
         """The keys with jobs queued or running."""

@@ -151,7 +151,7 @@ class MemoryAgent:
             self.feedback = FeedbackStore(r, self.embedder, namespace=namespace)
             self.working = WorkingMemory(r, namespace=namespace, template=PROFILE_TEMPLATE, scope="user")
         self._writes = KeyedWriter(writers, group=lambda key: key[0],  # at most ``writers`` threads, one per busy
-                                   per_group=max(1, writers // 4))      # (user, thread); a quarter for one user
+                                   per_group=1)  # (user, thread) and one per user: a user's writes never race
         self._unsaved: dict[tuple[str, str], list[Message]] = {}
         self._unsaved_chars = 0  # the characters of every message in _unsaved
         self._unsaved_lock = threading.Lock()
