@@ -135,6 +135,10 @@ missed 7 9 4 15 8): the folds chose 0.5 0.55 0.6 0.6 0.65 and scored 0.67 0.70 0
 34/185 29/203 44/195 34/173 26/196, pooled tp 751 fp 369 fn 350 against 778 389 323: the dev windows are too few
 to set the cut (folds 3 and 4 lost 0.03 each).
 Not shipped (option since removed), no independent look.
+The attachment model also seeing numbers the turn shares with each earlier question (count and against the window's
+most; a monkeypatched ``attach_features``, no final models): 0.671 0.704 0.643 0.698 0.724 / 0.688, pooled tp 767
+fp 361 fn 334, attachment wrong 26 14 27 11 21 (99, as before): the +0.002 comes from other thresholds chosen in folds
+2 and 4, not from attachment. Not shipped.
 
 With ``--encoder`` each fold also trains a cross-encoder's LoRA adapters (``benchmarks/feedback_encoder.py``,
 an experiment that is not shipped) on its training windows minus the threshold-choosing dev windows, and
