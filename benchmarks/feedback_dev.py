@@ -139,6 +139,9 @@ The attachment model also seeing numbers the turn shares with each earlier quest
 most; a monkeypatched ``attach_features``, no final models): 0.671 0.704 0.643 0.698 0.724 / 0.688, pooled tp 767
 fp 361 fn 334, attachment wrong 26 14 27 11 21 (99, as before): the +0.002 comes from other thresholds chosen in folds
 2 and 4, not from attachment. Not shipped.
+A turn of several sentences labelled by half its own P(negative) and half its sentences' weighted by their
+P(feedback) (a monkeypatched ``choose``, no final models): 0.656 0.704 0.639 0.690 0.728 / 0.683, pooled tp 770 fp 383
+fn 331, polarity wrong 36 28 43 29 25 (161) against 34 29 45 27 27 (162): no gain, not shipped.
 
 With ``--encoder`` each fold also trains a cross-encoder's LoRA adapters (``benchmarks/feedback_encoder.py``,
 an experiment that is not shipped) on its training windows minus the threshold-choosing dev windows, and
