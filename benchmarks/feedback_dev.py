@@ -128,6 +128,20 @@ A second-stage positive-or-negative (``stage-sign``: the turn's and its sentence
 did not hold, closeness to the answer, on the dev windows' feedback turns): folds 0-3 0.65 0.69 0.64 0.67,
 polarity wrong 35/179 29/199 46/193 36/182 against 34 28 45 28: no gain (with stage2: 0.67 0.68 0.63; option
 since removed).
+Polarity's cut chosen on the dev windows with the threshold (2026-11-26, later; ``Rule.sign``: P(negative | feedback)
+from 0.35 to 0.65 instead of 0.5, ties to the nearest 0.5; the shipped stage2x-3q/parts again 0.67 0.70 0.64 0.70
+0.73, polarity wrong 34/185 29/202 45/205 27/173 27/208, attachment wrong 27 15 27 10 20, invented 27 31 48 29 30,
+missed 7 9 4 15 8): the folds chose 0.5 0.55 0.6 0.6 0.65 and scored 0.67 0.70 0.64 0.67 0.70, polarity wrong
+34/185 29/203 44/195 34/173 26/196, pooled tp 751 fp 369 fn 350 against 778 389 323: the dev windows are too few
+to set the cut (folds 3 and 4 lost 0.03 each).
+Not shipped (option since removed), no independent look.
+The attachment model also seeing numbers the turn shares with each earlier question (count and against the window's
+most; a monkeypatched ``attach_features``, no final models): 0.671 0.704 0.643 0.698 0.724 / 0.688, pooled tp 767
+fp 361 fn 334, attachment wrong 26 14 27 11 21 (99, as before): the +0.002 comes from other thresholds chosen in folds
+2 and 4, not from attachment. Not shipped.
+A turn of several sentences labelled by half its own P(negative) and half its sentences' weighted by their
+P(feedback) (a monkeypatched ``choose``, no final models): 0.656 0.704 0.639 0.690 0.728 / 0.683, pooled tp 770 fp 383
+fn 331, polarity wrong 36 28 43 29 25 (161) against 34 29 45 27 27 (162): no gain, not shipped.
 
 With ``--encoder`` each fold also trains a cross-encoder's LoRA adapters (``benchmarks/feedback_encoder.py``,
 an experiment that is not shipped) on its training windows minus the threshold-choosing dev windows, and
