@@ -357,11 +357,17 @@ def fast_report(args) -> None:
         print(f"   {f'... {label} ({len(part)})':25} {fast_score(part)}", flush=True)
     for (cls, field), n in sorted(why_stale(raw).items(), key=lambda x: -x[1]) if args.why else ():
         print(f"   {n:4}  {field:16} {cls}")
-    if args.misses:
-        for dialog_id, fact in score.missed:
-            print("   missed", dialog_id, fact, "|", score.profiles[dialog_id].replace("\n", " / "))
-        for dialog_id, fact in score.stale:
-            print("   stale", dialog_id, fact, "|", score.profiles[dialog_id].replace("\n", " / "))
+    fresh_raw = wd.dialogs("all", wd.FRESH_DIALOG_FILES)
+    fresh = [wd.as_eval_dialog(d) for d in fresh_raw]
+    fresh_score = fast_score(fresh) if fresh else None
+    print(f"   {f'fresh dev ({len(fresh)})':25} {fresh_score}", flush=True)
+    for (cls, field), n in sorted(why_stale(fresh_raw).items(), key=lambda x: -x[1]) if args.why else ():
+        print(f"   {n:4}  {field:16} {cls}")
+    for scored in (score, fresh_score) if args.misses else ():
+        for dialog_id, fact in scored.missed if scored else ():
+            print("   missed", dialog_id, fact, "|", scored.profiles[dialog_id].replace("\n", " / "))
+        for dialog_id, fact in scored.stale if scored else ():
+            print("   stale", dialog_id, fact, "|", scored.profiles[dialog_id].replace("\n", " / "))
     for name in ("dialogs_dev.jsonl", "profile_heldout.jsonl", "dialogs.jsonl") if args.dialogs else ():
         course = fast_score(load_dialogs(name))
         print(f"   {name:25} {course}", flush=True)
