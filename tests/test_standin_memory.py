@@ -89,8 +89,9 @@ def test_no_training_dialog_of_any_set_repeats_an_evaluation_turn():
     from memorykit.offline import working_data as wd
     from memorykit.offline.text import normalize
 
-    every = wd.dialogs("all", wd.DEV_DIALOG_FILES)
-    assert len(every) > len(wd.dialogs("all", wd.DEV_DIALOG_FILES[:3])) >= 340
+    every = wd.dialogs("all", wd.DEV_DIALOG_FILES + wd.FRESH_DIALOG_FILES)
+    assert len(every) > len(wd.dialogs("all", wd.DEV_DIALOG_FILES)) > len(wd.dialogs("all", wd.DEV_DIALOG_FILES[:3])) >= 340
+    assert not set(wd.FRESH_DIALOG_FILES) & set(wd.DIALOG_FILES + wd.CHANGE_DIALOG_FILES)   # fresh dev: never trained on
     texts = {normalize(t["text"]) for d in every for t in d["turns"]}
     for name in ("profile_heldout.jsonl", working_eval.INDEPENDENT):
         turns = {normalize(t) for d in working_eval.load_dialogs(name) for t in d["turns"]}

@@ -325,6 +325,17 @@ def test_read_timezone(text, zone):
     assert read(text).timezone == zone
 
 
+@pytest.mark.parametrize("text,zone", [
+    ("Leicester.", "Europe/London"), ("Kharkiv. Back pain from desk job.", "Europe/Kyiv"),
+    ("Cook for family of 4. Halifax, NS.", "America/Halifax"),
+    # a greeting or a lone lowercase word that is also a place's name says nothing of where the user is
+    ("Hola! I want to sleep better.", None), ("nice", None), ("Paris?", None),
+])
+def test_a_place_written_as_a_sentence_of_its_own_is_where_the_user_is(text, zone):
+    from memorykit.offline import working_intro
+    assert working_intro.read(text).timezone == zone
+
+
 def test_goal_and_preference_reading():
     assert [(f.kind, f.item) for f in read("I hope to visit Japan next year.").facts] == [("goal", "Visit Japan next year")]
     assert read("I want to know what time it is").facts == []
