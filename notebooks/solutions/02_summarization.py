@@ -1,4 +1,6 @@
-# Notebook 02's exercise: the reference solution, another correct answer and a wrong one (tests/test_exercises.py).
+# Notebook 02's exercise: per exercise, the reference solution (`# %% exercise N`), another correct answer
+# (`also correct`) and a deliberately wrong one (`wrong`). The wrong variants exist only to test that the
+# check rejects a mistake: they are not the answer. tests/test_exercises.py runs each in place of the stub.
 
 # %% exercise 1
 class KeepTokens:

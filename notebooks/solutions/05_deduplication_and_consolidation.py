@@ -1,4 +1,6 @@
-# Reference solutions for notebook 05's exercises (tests/test_exercises.py runs them in place of the stubs).
+# Notebook 05's exercises: per exercise, the reference solution (`# %% exercise N`), another correct answer
+# (`also correct`) and a deliberately wrong one (`wrong`). The wrong variants exist only to test that the
+# check rejects a mistake: they are not the answer. tests/test_exercises.py runs each in place of the stub.
 
 # %% exercise 1
 store.forget_user("exercise")                      # start clean on every run

@@ -1,4 +1,6 @@
-# Reference solution for notebook 06's exercise (tests/test_exercises.py runs it in place of the stub).
+# Notebook 06's exercise: per exercise, the reference solution (`# %% exercise N`), another correct answer
+# (`also correct`) and a deliberately wrong one (`wrong`). The wrong variants exist only to test that the
+# check rejects a mistake: they are not the answer. tests/test_exercises.py runs each in place of the stub.
 
 # %% exercise 1 also correct
 for p in procs.list(USER):                          # start clean on every run

@@ -1,4 +1,6 @@
-# Reference solution for notebook 09's exercise (tests/test_exercises.py runs it in place of the stub).
+# Notebook 09's exercise: per exercise, the reference solution (`# %% exercise N`), another correct answer
+# (`also correct`) and a deliberately wrong one (`wrong`). The wrong variants exist only to test that the
+# check rejects a mistake: they are not the answer. tests/test_exercises.py runs each in place of the stub.
 
 # %% exercise 1
 def as_of_filter(t, types):
