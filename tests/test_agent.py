@@ -783,6 +783,45 @@ def test_one_user_with_many_busy_threads_leaves_workers_for_other_users():
         KeyedWriter(workers=2, per_group=0)
 
 
+@pytest.mark.parametrize("per_group", [1, 2])
+def test_grouped_writers_run_every_job_once_in_order_and_a_group_within_its_share(per_group):
+    """12 keys of 4 users, 40 jobs each, turns waiting for their own key (running it themselves) at random:
+    every job runs once, in order per key, and a user never has more than ``per_group`` keys running."""
+    import random
+
+    from memorykit.agent.background import KeyedWriter
+
+    writer, lock, ran, live, most = KeyedWriter(workers=3, group=lambda k: k[0], per_group=per_group), \
+        threading.Lock(), {}, {}, [0]
+
+    def job(key, i):
+        def run():
+            with lock:
+                live[key[0]] = live.get(key[0], 0) + 1
+                most[0] = max(most[0], live[key[0]])
+            time.sleep(random.random() * 0.002)
+            with lock:
+                ran.setdefault(key, []).append(i)
+                live[key[0]] -= 1
+        return run
+
+    def turns(key):
+        for i in range(40):
+            writer.submit(key, job(key, i))
+            if random.random() < 0.3:
+                writer.wait(key)
+
+    keys = [(u, t) for u in range(4) for t in range(3)]
+    threads = [threading.Thread(target=turns, args=(k,)) for k in keys]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    writer.shutdown()
+    assert ran == {k: list(range(40)) for k in keys}
+    assert most[0] <= per_group and writer.pending() == 0
+
+
 def test_keyed_writer_keeps_order_per_key_and_runs_keys_side_by_side():
     from memorykit.agent.background import KeyedWriter
 

@@ -87,21 +87,31 @@ class KeyedWriter:
 
     def _work(self, key: Hashable | None) -> None:
         """A pool task: drain ``key``, then the group's parked keys one after another on this worker (a parked
-        key never waits behind other groups' tasks); a key whose group is busy meanwhile is parked."""
+        key never waits behind other groups' tasks). A key another thread ran meanwhile is skipped; a key whose
+        group runs its share of keys now is parked and the task let go, in one step: whoever runs the group
+        sees it parked when it finishes and hands it on."""
         group = self._group(key)
-        while key is not None:
-            with self._lock:
-                claimed = self._claim(key)
-                if not claimed and key in self._queues and key not in self._draining:
-                    self._parked.setdefault(group, deque()).append(key)  # whoever runs the group hands it on
-            if claimed:
-                self._drain(key)
-            with self._lock:
-                key = self._next_parked(group) if claimed else None
-                if key is None:
-                    self._tasks[group] -= 1
-                    if not self._tasks[group]:
-                        del self._tasks[group]
+        with self._lock:  # held for every decision; let go only while draining
+            while key is not None:
+                if key in self._draining or key not in self._queues:  # a waiting turn ran (or runs) it
+                    key = self._next_parked(group)
+                    continue
+                if not self._claim(key):  # the group runs its share now
+                    self._parked.setdefault(group, deque()).append(key)
+                    break
+                self._lock.release()
+                try:
+                    self._drain(key)
+                finally:
+                    self._lock.acquire()
+                key = self._next_parked(group)
+            self._let_go(group)
+
+    def _let_go(self, group: Hashable) -> None:
+        """Under the lock: one of the group's pool tasks ends."""
+        self._tasks[group] -= 1
+        if not self._tasks[group]:
+            del self._tasks[group]
 
     def _drain(self, key: Hashable) -> None:
         """Run a claimed key's jobs one after another until its queue is empty, then let the key go."""
