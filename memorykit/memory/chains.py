@@ -3,7 +3,6 @@
 """
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING, Sequence
 
@@ -22,7 +21,7 @@ def said_again(store: MemoryStore, new: Memory, vector: Sequence[float], k: int 
     memory replaced ("plays tennis", "no longer plays tennis", "plays tennis"): the newer one is no longer true.
     None if no closed version says it, or its chain ends in a deleted version."""
     owner = new.user_id
-    closed = f".type in {json.dumps([new.memory_type])} and .until < 1e300"  # closed versions of this type
+    closed = vectors.where([new.memory_type], closed=True)
     rows = vectors.search(store.redis, [(store.vectors_key(owner), closed)], vector, k)[0]
     loaded = store._load([store.key(mid, owner) for mid, _, _ in rows])
     for old, tag in loaded:

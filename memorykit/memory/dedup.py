@@ -340,8 +340,8 @@ def _cascade(store: MemoryStore, new: Memory, vector, llm, decided: dict | None 
     if same is not None:
         return Decision("NOOP", same, same, "the same text is already stored", "exact")
     hits = find_similar(store, new.content, memory_type=new.memory_type, vector=vector, **owner)
-    again = said_again(store, new, vector) if hits else None  # replaced by a memory near it: that one is not true
     near = {h.memory.id for h in hits if h.distance <= SAID_AGAIN_DISTANCE}
+    again = said_again(store, new, vector) if near else None  # replaced by a memory near it: that one is not true
     if again is not None and again[1].id in near and new.valid_from >= again[1].valid_from:
         return Decision("UPDATE", new, again[1], f"said again after {again[1].content!r} replaced it", "exact")
     if not hits:

@@ -297,9 +297,8 @@ def _exchange_of(pairs: Sequence[Exchange], query: str, response: str) -> tuple[
     turn is near (an example the model made up) or the question has no answer."""
     if not query.strip():
         return None
-    score, i = max((_similar(query, p.user), -i) for i, p in enumerate(pairs))  # a repeated question: the first
-    i = -i
-    if score < MATCH_FLOOR:
+    i = max(range(len(pairs)), key=lambda k: (_similar(query, pairs[k].user), -k))  # a repeated question: the first
+    if _similar(query, pairs[i].user) < MATCH_FLOOR:
         return None
     later = [(_similar(response, p.assistant), j) for j, p in enumerate(pairs) if j >= i and p.assistant.strip()]
     near, j = max(later, default=(0.0, i))

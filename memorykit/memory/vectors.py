@@ -46,10 +46,14 @@ def set_attributes(pipe, key: str, memory) -> None:
     pipe.execute_command("VSETATTR", key, memory.id, attributes(memory))
 
 
-def where(memory_types: Sequence[str], as_of: float | None = None, topics: Sequence[str] | None = None) -> str:
-    """A FILTER expression: these types, current (or true at ``as_of``), holding any of ``topics``."""
+def where(memory_types: Sequence[str], as_of: float | None = None, topics: Sequence[str] | None = None, *,
+          closed: bool = False) -> str:
+    """A FILTER expression: these types, current (or true at ``as_of``; ``closed``: no longer current), holding
+    any of ``topics``."""
     parts = [f".type in {json.dumps(list(memory_types))}"]
-    if as_of is None:
+    if closed:
+        parts.append(".until < 1e300")
+    elif as_of is None:
         parts.append(".until >= 1e300")  # FOREVER, spelled as the filter parser reads it (no "e+")
     else:
         parts.append(f".from <= {float(as_of):.6f} and .until > {float(as_of):.6f}")
