@@ -88,6 +88,12 @@ def registry_key(namespace: str, user_id: str) -> str:
     return user_key(namespace, "keys", user_id)
 
 
+def backlog_key(namespace: str, user_id: str) -> str:
+    """``ns:backlog:{<user>}``: what the agent stored for the user but has not remembered yet (a sorted set;
+    its claim counts at ``<key>:tries``)."""
+    return user_key(namespace, "backlog", user_id)
+
+
 def register(pipe, namespace: str, user_id: str, *keys: str) -> None:
     """Queue: record ``keys`` in the user's registry, in the same transaction that writes them, so
     ``forget_user`` finds them without scanning the keyspace."""

@@ -403,11 +403,11 @@ def test_redis_fault_while_saving_the_reply_keeps_it_for_the_next_turn(agent, mo
     real_append = ChatHistory.append
     calls = []
 
-    def flaky(self, message):
+    def flaky(self, message, **kw):
         calls.append(message)
         if len(calls) == 2:
             raise redis.ConnectionError("connection reset by peer")
-        return real_append(self, message)
+        return real_append(self, message, **kw)
 
     monkeypatch.setattr(ChatHistory, "append", flaky)
     turn = agent.chat("I'm allergic to peanuts.", user_id="lena", thread_id="t1")
@@ -449,7 +449,7 @@ def test_a_message_stored_by_a_turn_whose_model_failed_is_still_remembered(r, em
 def test_messages_kept_while_redis_was_down_are_remembered_when_they_land(r, emb, ns, monkeypatch):
     a = mk.MemoryAgent(r, llm=get_llm("offline"), embedder=emb, namespace=ns)
     real_append = ChatHistory.append
-    monkeypatch.setattr(ChatHistory, "append", lambda self, m: (_ for _ in ()).throw(redis.ConnectionError("down")))
+    monkeypatch.setattr(ChatHistory, "append", lambda self, m, **kw: (_ for _ in ()).throw(redis.ConnectionError("down")))
     kept = a.chat("I am allergic to peanuts.", user_id="lena", thread_id="t1")
     assert "is kept" in kept.error and [m.role for m in a.unsaved("lena", "t1")] == ["user"]
     monkeypatch.setattr(ChatHistory, "append", real_append)
@@ -466,8 +466,8 @@ def test_a_message_whose_save_timed_out_but_landed_is_remembered_with_the_next_t
     recall vector are written with the next turn's."""
     a, real_append, calls = mk.MemoryAgent(r, llm=get_llm("offline"), embedder=emb, namespace=ns), ChatHistory.append, []
 
-    def lands_then_times_out(self, m):  # the first write lands and its reply is lost
-        real_append(self, m)
+    def lands_then_times_out(self, m, **kw):  # the first write lands and its reply is lost
+        real_append(self, m, **kw)
         calls.append(m)
         if len(calls) == 1:
             raise redis.TimeoutError("Timeout reading from socket")

@@ -25,7 +25,8 @@ from redis.cluster import RedisCluster
 
 import memorykit as mk
 from memorykit.course.redis_server import binaries
-from memorykit.keys import registry_key
+from memorykit.agent.backlog import Backlog
+from memorykit.keys import backlog_key, registry_key
 from memorykit.memory import dedup
 
 pytestmark = pytest.mark.cluster
@@ -111,7 +112,8 @@ def test_user_keys_share_one_slot(cluster):
     wm_conv = mk.WorkingMemory(cluster, namespace=ns, scope="conversation")
     keys = [h.key, h.summary_key, h.threads_key,
             wm_user.key(user), wm_user.history_key(user),
-            wm_conv.key(user, "t1"), wm_conv.history_key(user, "t1")]
+            wm_conv.key(user, "t1"), wm_conv.history_key(user, "t1"),
+            backlog_key(ns, user), backlog_key(ns, user) + ":tries"]
     by_slot = {}
     for k in keys:
         by_slot.setdefault(cluster.keyslot(k), []).append(k)
@@ -137,6 +139,29 @@ def test_chat_history_on_cluster(cluster):
     h.clear()
     other.clear()
     assert h.messages() == [] and other.messages() == []
+
+
+def test_backlog_of_what_to_remember_on_cluster(cluster):
+    """Entries written in the thread's own transaction, claimed by a script over two keys, and found by a SCAN
+    of every node: all in the user's slot."""
+    ns, users = f"clu{uuid.uuid4().hex[:6]}", ["ana", "{x}", "a|b", "system", "bo", "cy"]
+    backlog = Backlog(cluster, ns, lease=0.2)
+    for user in users:
+        h = mk.ChatHistory(cluster, user_id=user, thread_id="t1", ttl=600, namespace=ns)
+        h.append([mk.Message(role="user", content="I live in Porto"), mk.Message(role="assistant", content="Nice!")],
+                 also=lambda pipe, msgs, u=user: backlog.add(pipe, u, "t1", msgs))
+    assert len({cluster.get_node_from_key(backlog_key(ns, u)).port for u in users}) > 1  # spread over nodes
+    assert sorted(backlog.users()) == sorted(users)
+    time.sleep(0.3)
+    taken, dropped = backlog.claim("ana")
+    assert list(taken) == ["t1"] and len(taken["t1"]) == 2 and dropped == {}
+    assert backlog.claim("ana") == ({}, {})  # leased again: a second claimer gets nothing
+    backlog.done("ana", "t1", taken["t1"])
+    assert not cluster.exists(backlog_key(ns, "ana"), backlog_key(ns, "ana") + ":tries")
+    assert sorted(backlog.users()) == sorted(users[1:])
+    for user in users:
+        mk.ChatHistory(cluster, user_id=user, thread_id="t1", ttl=600, namespace=ns).clear()
+        cluster.delete(backlog_key(ns, user), backlog_key(ns, user) + ":tries")
 
 
 def test_summary_on_cluster(cluster):

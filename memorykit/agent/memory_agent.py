@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import redis
@@ -18,7 +18,7 @@ from ..embeddings import get_embedder
 from ..errors import LLMError, ValidationError
 from ..keys import check_id, check_text
 from ..llm.factory import get_llm
-from ..llm.task import Task, TaskFailed, Usage, track_usage
+from ..llm.task import Task, TaskFailed, track_usage
 from ..llm.tools import Tool
 from ..memory.extraction import extract_memories
 from ..memory.feedback import FeedbackStore
@@ -30,16 +30,16 @@ from ..memory.summarize import ByCount, summarize_if_needed
 from ..memory.working import PROFILE_TEMPLATE, WorkingMemory
 from ..messages import Message, count_tokens
 from .background import KeyedWriter
+from .backlog import MAX_TRIES, Backlog
 from .loop import run_tool_loop
 from .reply import REPLY, SYSTEM_PROMPT, ReplyInput
 from .tools import memory_tools
+from .turn import BACKGROUND_STEPS, FOREGROUND_STEPS, Turn, reason as _reason, said as _said  # noqa: F401 (public)
 
 log = logging.getLogger(__name__)
 
 MODES = ("full", "short_term", False)
 RETRIEVALS = ("inject", "tools")
-FOREGROUND_STEPS = ("load", "retrieve", "model", "store")
-BACKGROUND_STEPS = ("index", "extract", "remember", "working", "summarize")
 EXPECTED = (TaskFailed, LLMError, redis.RedisError)  # failures logged without a traceback
 # While Redis is down, messages wait in this process to be saved with the next turn, up to these bounds (a
 # message may be 16M characters): past them a new message is refused with a clear error, never silently dropped.
@@ -47,80 +47,9 @@ MAX_UNSAVED_PER_THREAD = 100
 MAX_UNSAVED_CHARS = 32_000_000
 
 
-@dataclass
-class Turn:
-    """What one ``chat()`` did: the reply, the memory it used and stored, timings, usage, failures
-    (the background parts once ``agent.flush()`` has returned)."""
-
-    user_id: str
-    thread_id: str
-    user_message: Message
-    reply: str = ""
-    reply_message: Message | None = None
-    memories_used: list[MemoryHit] = field(default_factory=list)
-    memories_stored: list[Any] = field(default_factory=list)
-    recalled: list[Any] = field(default_factory=list)
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    tool_results: list[str] = field(default_factory=list)
-    prompt: list[Message] = field(default_factory=list)
-    prompt_tokens: int = 0
-    timings_ms: dict[str, float] = field(default_factory=dict)
-    reply_ms: float = 0.0  # what the user waited: chat() call to return (inline writes included)
-    error: str | None = None
-    failed_steps: dict[str, str] = field(default_factory=dict)
-    usage: list[Usage] = field(default_factory=list)
-    working_version: str | None = field(default=None, repr=False)  # the working memory the prompt showed
-    saved: list[Message] = field(default_factory=list, repr=False)  # written to the thread by this turn, in order
-
-    @property
-    def ok(self) -> bool:
-        """True once the user's message and the reply are both written to Redis."""
-        return self.error is None
-
-    @property
-    def background_ms(self) -> float:
-        return sum(v for k, v in self.timings_ms.items() if k in BACKGROUND_STEPS)
-
-    @property
-    def model_calls(self) -> int:
-        return len(self.usage)
-
-    @property
-    def tokens_in(self) -> int:
-        return sum(u.prompt_tokens for u in self.usage)
-
-    @property
-    def tokens_out(self) -> int:
-        return sum(u.completion_tokens for u in self.usage)
-
-    @property
-    def cost(self) -> float | None:
-        """USD for this turn's model calls by the price table (0 offline or local; None if a model is unpriced)."""
-        costs = [u.cost for u in self.usage]
-        return None if any(c is None for c in costs) else sum(costs)
-
-    def __repr__(self) -> str:
-        state = f"error={self.error!r}" if self.error else f"reply={self.reply!r}"
-        failed = f", failed={sorted(self.failed_steps)}" if self.failed_steps else ""
-        return (f"Turn({self.user_id!r}/{self.thread_id!r}, {state}, used={len(self.memories_used)}, "
-                f"stored={len(self.memories_stored)}, tool_calls={len(self.tool_calls)}{failed})")
-
-
 def _failed(token: tuple[int, Any]) -> Exception | None:
     """The Redis error a forget token holds instead of the mark it could not read."""
     return token[1] if isinstance(token[1], Exception) else None
-
-
-def _reason(exc: Exception) -> str:
-    return str(exc) if isinstance(exc, TaskFailed) else f"{type(exc).__name__}: {exc}"
-
-
-def _said(exc: Exception) -> str:
-    """``turn.error``, which an app may show its user: Redis's connection errors name the server, so they are
-    reported by their kind (the log and ``failed_steps`` keep the whole text)."""
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-        return f"Redis is unavailable ({type(exc).__name__})"
-    return _reason(exc)
 
 
 class MemoryAgent:
@@ -130,7 +59,7 @@ class MemoryAgent:
     def __init__(self, r: redis.Redis, llm=None, embedder=None, namespace: str = "memorykit", *,
                  memory: str | bool = "full", retrieval: str = "inject", system_prompt: str = SYSTEM_PROMPT,
                  summary_policy=None, thread_ttl: int | None = None, background: bool = True,
-                 before_model: Sequence[Callable] = (), writers: int = 8):
+                 before_model: Sequence[Callable] = (), writers: int = 8, lease: float = 300.0):
         if memory not in MODES:
             raise ValidationError(f"memory must be 'full', 'short_term' or False, got {memory!r}")
         if retrieval not in RETRIEVALS:
@@ -150,6 +79,10 @@ class MemoryAgent:
             self.recall = MessageIndex(r, self.embedder, namespace=namespace)
             self.feedback = FeedbackStore(r, self.embedder, namespace=namespace)
             self.working = WorkingMemory(r, namespace=namespace, template=PROFILE_TEMPLATE, scope="user")
+        # what is stored but not yet remembered, in Redis: another process (or the next turn) finishes a crashed
+        # or failed job once ``lease`` seconds have passed (see backlog.py)
+        self.backlog = Backlog(r, namespace, lease) if memory == "full" else None
+        self._inflight: set[tuple[str, str, str]] = set()  # (user, thread, message id) of jobs queued here
         self._writes = KeyedWriter(writers, group=lambda key: key[0],  # at most ``writers`` threads, one per busy
                                    per_group=1)  # (user, thread) and one per user: a user's writes never race
         self._unsaved: dict[tuple[str, str], list[Message]] = {}
@@ -210,6 +143,17 @@ class MemoryAgent:
                 self.flush(*key)
         return forget_user(self.r, self.namespace, user_id, embedder=self.embedder)
 
+    def recover(self, user_id: str | None = None) -> list[Turn]:
+        """Remember what was stored but never remembered once its lease has passed: a process that died with its
+        background writes queued, or a step that failed (a model outage). Each user's next turn does this in the
+        background; call it from a sweeper or at start-up for users who do not come back (no ``user_id``: every
+        user with a backlog in the namespace, found by a SCAN). Returns one Turn per thread recovered."""
+        if self.backlog is None:
+            return []
+        users = [check_id(user_id, "user_id")] if user_id is not None else list(self.backlog.users())
+        futures = [self._writes.submit((uid, ""), lambda uid=uid: self._recover(uid)) for uid in users]
+        return [turn for future in futures for turn in future.result()]  # "": no thread id is empty
+
     def close(self) -> None:
         self.flush()
         self._writes.shutdown()
@@ -235,6 +179,8 @@ class MemoryAgent:
             self._foreground(turn, self.history(user_id, thread_id), down=_failed(forgotten))
         turn.usage.extend(calls)
         if turn.saved and self.memory:  # remembered once stored, the reply or not (a failed model, a kept reply)
+            with self._unsaved_lock:
+                self._inflight.update((user_id, thread_id, m.id) for m in turn.saved)
             self._writes.submit((user_id, thread_id), lambda: self._background(turn, forgotten))
             if not self.background:
                 self.flush(user_id, thread_id)
@@ -283,7 +229,8 @@ class MemoryAgent:
         try:
             if down is not None:  # not tried again: each try at a server that is down waits for the client's retries
                 raise down
-            history.append([*self._not_landed(history, waiting), *messages])
+            backlog = self.backlog and (lambda pipe, msgs: self.backlog.add(pipe, *slot, msgs))
+            history.append([*self._not_landed(history, waiting), *messages], also=backlog or None)
             turn.saved.extend([*waiting, *messages])  # kept ones too, landed or not: remembered with this turn's
             with self._unsaved_lock:
                 kept = self._unsaved.get(slot, [])
@@ -411,13 +358,56 @@ class MemoryAgent:
         now = self._forget_token(user_id)
         return now[0] != token[0] or (_failed(token) is None and _failed(now) is None and now[1] != token[1])
 
-    def _background(self, turn: Turn, forgotten: tuple[int, str | None | Exception] = (0, None)) -> None:
+    def _background(self, turn: Turn, forgotten: tuple[int, str | None | Exception] = (0, None),
+                    recovering: bool = False) -> None:
+        """The turn's memory steps; then its backlog entries go if they succeeded (or the user was forgotten), and
+        the user's entries another process left past their lease are recovered (not while recovering)."""
+        uid, tid = turn.user_id, turn.thread_id
+        try:
+            settled = self._remember(turn, forgotten)
+        finally:
+            with self._unsaved_lock:
+                self._inflight.difference_update((uid, tid, m.id) for m in turn.saved)
+        if self.backlog is None:
+            return
+        try:
+            if settled:
+                self.backlog.done(uid, tid, [m.id for m in turn.saved])
+            if not recovering and self.backlog.due(uid):
+                self._recover(uid)
+        except redis.RedisError as exc:  # the entries stay: a later turn or recover() finishes them
+            log.warning("the memory backlog of user %r is out of reach: %s", uid, exc)
+
+    def _recover(self, uid: str) -> list[Turn]:
+        """Claim the user's entries past their lease and run their threads' memory steps (on the user's worker)."""
+        token = self._forget_token(uid)
+        taken, dropped = self.backlog.claim(uid)
+        for tid, ids in dropped.items():
+            log.warning("gave up remembering %d message(s) of user %r thread %r: their memory steps failed %d times",
+                        len(ids), uid, tid, 1 + MAX_TRIES)
+        turns = []
+        for tid, ids in taken.items():
+            with self._unsaved_lock:  # a job queued here runs them itself
+                ids = [i for i in ids if (uid, tid, i) not in self._inflight]
+            found = _stored(self.history(uid, tid), ids)
+            if len(found) < len(ids):  # deleted, expired or cleared since: nothing to remember
+                self.backlog.done(uid, tid, sorted(set(ids) - {m.id for m in found}))
+            if found:
+                told = [m for m in found if m.role == "user"]
+                turn = Turn(user_id=uid, thread_id=tid, user_message=(told or found)[-1], saved=found)
+                self._background(turn, token, recovering=True)
+                turns.append(turn)
+                log.info("remembered %d message(s) of user %r thread %r left by an earlier job", len(found), uid, tid)
+        return turns
+
+    def _remember(self, turn: Turn, forgotten: tuple[int, str | None | Exception]) -> bool:
+        """The memory steps; True when nothing is left to remember (they all succeeded, or the user was forgotten)."""
         uid, tid = turn.user_id, turn.thread_id
 
         def forgotten_now() -> bool:  # forget_user ran since the turn began (checked before each step): write nothing
             return self._forgotten_since(uid, forgotten)
         if forgotten_now():
-            return
+            return True
         told = [m for m in turn.saved if m.role == "user"]  # this turn's message, after any kept from before
         if self.memory == "full":
             with self._step(turn, "index"):
@@ -427,7 +417,7 @@ class MemoryAgent:
                 candidates = extract_memories(told, llm=self.llm) if told else []
             for candidate in candidates:  # user-told facts stay the user's, even general ones
                 if forgotten_now():
-                    return
+                    return True
                 with self._step(turn, "remember"):
                     turn.memories_stored.append(self.store.remember(
                         candidate.content, user_id=uid, memory_type=candidate.type, llm=self.llm,
@@ -435,11 +425,22 @@ class MemoryAgent:
                         observed_at=max(m.created_at for m in told)))  # when said: jobs of threads run in any order
             for message in told:
                 if forgotten_now():
-                    return
+                    return True
                 with self._step(turn, "working"):
                     self.working.observe(message, self.llm, user_id=uid, thread_id=tid)
+        settled = not set(turn.failed_steps) & {"index", "extract", "remember", "working"}
         if forgotten_now():
-            return
-        with self._step(turn, "summarize"):
+            return True
+        with self._step(turn, "summarize"):  # redone by every later turn: not worth a retry
             summarize_if_needed(self.history(uid, tid), self.llm, policy=self.summary_policy,
                                 embedder=self.embedder)  # the agent's own, not a second one loaded here
+        return settled
+
+
+def _stored(history: ChatHistory, ids: list[str]) -> list[Message]:
+    """The messages of ``ids`` still in the thread, in its order (its tail first: they are usually the last)."""
+    wanted = set(ids)
+    found = [m for m in history.messages(last_n=len(ids) + 50) if m.id in wanted]
+    if len(found) < len(wanted):
+        found = [m for m in history.messages() if m.id in wanted]
+    return found

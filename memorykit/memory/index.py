@@ -24,7 +24,7 @@ from redisvl.query.filter import FilterExpression, Num, Tag
 from redisvl.schema import IndexSchema
 
 from ..errors import SchemaMismatchError, ValidationError
-from ..keys import SHARED_OWNER, check_id, encode, index_names, key, registry_key, user_key
+from ..keys import SHARED_OWNER, backlog_key, check_id, encode, index_names, key, registry_key, user_key
 
 MEMORY_TYPES = ("episodic", "semantic", "procedural")
 log = logging.getLogger(__name__)
@@ -309,7 +309,7 @@ def user_keys(client: redis.Redis, namespace: str, user_id: str) -> set[str]:
     profile = user_key(namespace, "working:user", user_id)
     found = {threads_key, registry, profile, profile + ":history",
              user_key(namespace, "memaccess", user_id), user_key(namespace, "memvec", user_id),
-             _memids(namespace, user_id),
+             _memids(namespace, user_id), backlog_key(namespace, user_id), backlog_key(namespace, user_id) + ":tries",
              *(user_key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES),
              *(key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES)}  # ledgers named before the hash tag
     for thread in client.zrange(threads_key, 0, -1):

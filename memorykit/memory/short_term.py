@@ -292,8 +292,10 @@ class ChatHistory:
     def __repr__(self) -> str:
         return f"ChatHistory(user_id={self.user_id!r}, thread_id={self.thread_id!r}, namespace={self.namespace!r})"
 
-    def append(self, message: Message | dict | Iterable[Message | dict]) -> list[Message]:
-        """RPUSH one or more messages (all validated first: nothing is stored if one is bad)."""
+    def append(self, message: Message | dict | Iterable[Message | dict], *,
+               also: Callable[[Any, list[Message]], None] | None = None) -> list[Message]:
+        """RPUSH one or more messages (all validated first: nothing is stored if one is bad); ``also(pipe,
+        messages)`` queues more writes in the same transaction (the agent's backlog of what to remember)."""
         if isinstance(message, (str, bytes)):
             raise ValidationError("append takes a Message (or an OpenAI message dict), not a string: "
                                   "use Message(role='user', content=...)")
@@ -303,6 +305,8 @@ class ChatHistory:
         with self.r.pipeline(transaction=True) as pipe:
             pipe.rpush(self.key, *(m.to_json() for m in msgs))
             self._touch(pipe)
+            if also is not None:
+                also(pipe, msgs)
             pipe.execute()
         if self.index is not None and self.index_appends:
             try:

@@ -1,0 +1,85 @@
+"""What one ``MemoryAgent.chat()`` did (or one ``recover()`` of what a crashed process left)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from ..llm.task import TaskFailed, Usage
+from ..memory.long_term import MemoryHit
+from ..messages import Message
+
+FOREGROUND_STEPS = ("load", "retrieve", "model", "store")
+BACKGROUND_STEPS = ("index", "extract", "remember", "working", "summarize")
+
+
+@dataclass
+class Turn:
+    """What one ``chat()`` did: the reply, the memory it used and stored, timings, usage, failures
+    (the background parts once ``agent.flush()`` has returned)."""
+
+    user_id: str
+    thread_id: str
+    user_message: Message
+    reply: str = ""
+    reply_message: Message | None = None
+    memories_used: list[MemoryHit] = field(default_factory=list)
+    memories_stored: list[Any] = field(default_factory=list)
+    recalled: list[Any] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_results: list[str] = field(default_factory=list)
+    prompt: list[Message] = field(default_factory=list)
+    prompt_tokens: int = 0
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    reply_ms: float = 0.0  # what the user waited: chat() call to return (inline writes included)
+    error: str | None = None
+    failed_steps: dict[str, str] = field(default_factory=dict)
+    usage: list[Usage] = field(default_factory=list)
+    working_version: str | None = field(default=None, repr=False)  # the working memory the prompt showed
+    saved: list[Message] = field(default_factory=list, repr=False)  # written to the thread by this turn, in order
+
+    @property
+    def ok(self) -> bool:
+        """True once the user's message and the reply are both written to Redis."""
+        return self.error is None
+
+    @property
+    def background_ms(self) -> float:
+        return sum(v for k, v in self.timings_ms.items() if k in BACKGROUND_STEPS)
+
+    @property
+    def model_calls(self) -> int:
+        return len(self.usage)
+
+    @property
+    def tokens_in(self) -> int:
+        return sum(u.prompt_tokens for u in self.usage)
+
+    @property
+    def tokens_out(self) -> int:
+        return sum(u.completion_tokens for u in self.usage)
+
+    @property
+    def cost(self) -> float | None:
+        """USD for this turn's model calls by the price table (0 offline or local; None if a model is unpriced)."""
+        costs = [u.cost for u in self.usage]
+        return None if any(c is None for c in costs) else sum(costs)
+
+    def __repr__(self) -> str:
+        state = f"error={self.error!r}" if self.error else f"reply={self.reply!r}"
+        failed = f", failed={sorted(self.failed_steps)}" if self.failed_steps else ""
+        return (f"Turn({self.user_id!r}/{self.thread_id!r}, {state}, used={len(self.memories_used)}, "
+                f"stored={len(self.memories_stored)}, tool_calls={len(self.tool_calls)}{failed})")
+
+
+def reason(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, TaskFailed) else f"{type(exc).__name__}: {exc}"
+
+
+def said(exc: Exception) -> str:
+    """``turn.error``, which an app may show its user: Redis's connection errors name the server, so they are
+    reported by their kind (the log and ``failed_steps`` keep the whole text)."""
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return f"Redis is unavailable ({type(exc).__name__})"
+    return reason(exc)
