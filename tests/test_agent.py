@@ -119,6 +119,23 @@ def test_forget_user_leaves_nothing_that_queued_writes_could_bring_back(r, emb, 
         agent.close()
 
 
+def test_an_agent_keeps_forget_times_only_while_redis_keeps_the_mark(r, emb, llm, ns):
+    """An app that runs for months forgets many users: the agent keeps each one's forget time (what stops a turn
+    begun before it) only as long as Redis keeps the forget mark, so the agent does not grow with every user."""
+    from memorykit.memory.index import FORGET_MARK_SECONDS
+    agent = mk.MemoryAgent(r, llm=llm, embedder=emb, namespace=ns)
+    long_ago = time.monotonic() - FORGET_MARK_SECONDS - 1
+    agent._forgotten.update({f"user{i}": long_ago for i in range(1100)})  # forgotten more than a day ago
+    agent.forget_user("system")
+    assert set(agent._forgotten) == {"system"}
+    agent.chat("I live in Lisbon.", user_id="user7", thread_id="t1")  # forgotten long ago, remembered now
+    agent.chat("I live in Porto.", user_id="system", thread_id="t1")  # forgotten just before: remembered
+    agent.flush()
+    assert [m.content for m in agent.store.list("user7")] == ["User lives in Lisbon."]
+    assert [m.content for m in agent.store.list("system")] == ["User lives in Porto."]
+    agent.close()
+
+
 def test_forget_user_in_another_process_drops_the_writes_queued_here(r, emb, llm, ns):
     """Two app processes (two agents on one Redis): carol's memory writes are queued in the first when the
     second forgets her. The forget mark it leaves in Redis stops them; her next turn there is remembered again."""

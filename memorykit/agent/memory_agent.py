@@ -22,7 +22,7 @@ from ..llm.task import Task, TaskFailed, track_usage
 from ..llm.tools import Tool
 from ..memory.extraction import extract_memories
 from ..memory.feedback import FeedbackStore
-from ..memory.index import forget_mark, forget_user
+from ..memory.index import FORGET_MARK_SECONDS, forget_mark, forget_user
 from ..memory.long_term import MemoryHit, MemoryStore
 from ..memory.recall import MessageIndex
 from ..memory.short_term import ChatHistory
@@ -47,7 +47,7 @@ MAX_UNSAVED_PER_THREAD = 100
 MAX_UNSAVED_CHARS = 32_000_000
 
 
-def _failed(token: tuple[int, Any]) -> Exception | None:
+def _failed(token: tuple[float, Any]) -> Exception | None:
     """The Redis error a forget token holds instead of the mark it could not read."""
     return token[1] if isinstance(token[1], Exception) else None
 
@@ -88,7 +88,8 @@ class MemoryAgent:
         self._unsaved: dict[tuple[str, str], list[Message]] = {}
         self._unsaved_chars = 0  # the characters of every message in _unsaved
         self._unsaved_lock = threading.Lock()
-        self._forgotten: dict[str, int] = {}  # user id -> times forget_user ran: a turn begun before writes nothing
+        self._forgotten: dict[str, float] = {}  # user id -> when forget_user last ran here: a turn begun before
+        # writes nothing (kept as long as Redis keeps its forget mark, then pruned)
 
     def __repr__(self) -> str:
         return (f"MemoryAgent(memory={self.memory!r}, retrieval={self.retrieval!r}, "
@@ -135,7 +136,10 @@ class MemoryAgent:
         write, so a second call after their turns end leaves nothing."""
         check_id(user_id, "user_id")
         with self._unsaved_lock:
-            self._forgotten[user_id] = self._forgotten.get(user_id, 0) + 1
+            now = time.monotonic()
+            if len(self._forgotten) >= 1024:
+                self._forgotten = {u: t for u, t in self._forgotten.items() if now - t < FORGET_MARK_SECONDS}
+            self._forgotten[user_id] = now
             for slot in [s for s in self._unsaved if s[0] == user_id]:
                 self._unsaved_chars -= sum(len(m.content) for m in self._unsaved.pop(slot))
         for key in self._writes.keys():
@@ -344,22 +348,22 @@ class MemoryAgent:
             log.warning("background step %s failed for user %r: %s", name, turn.user_id, "; ".join(reasons),
                         exc_info=exc is not None and not isinstance(exc, EXPECTED))
 
-    def _forget_token(self, user_id: str) -> tuple[int, str | None | Exception]:
-        """What ``_forgotten_since`` compares: this process's forget count and Redis's forget mark for the user
-        (the Redis error instead when it could not be read: then only the count is compared)."""
+    def _forget_token(self, user_id: str) -> tuple[float, str | None | Exception]:
+        """What ``_forgotten_since`` compares: the time it is read and Redis's forget mark for the user (the Redis
+        error instead when it could not be read: then only this process's forget times are compared)."""
         try:
             mark = forget_mark(self.r, self.namespace, user_id)
         except redis.RedisError as exc:
             mark = exc
-        return self._forgotten.get(user_id, 0), mark
+        return time.monotonic(), mark
 
-    def _forgotten_since(self, user_id: str, token: tuple[int, str | None | Exception]) -> bool:
+    def _forgotten_since(self, user_id: str, token: tuple[float, str | None | Exception]) -> bool:
         """forget_user ran for this user, here or in another process, since ``token`` was read."""
         now = self._forget_token(user_id)
-        return now[0] != token[0] or (_failed(token) is None and _failed(now) is None and now[1] != token[1])
+        return (self._forgotten.get(user_id, -1.0) >= token[0]
+                or (_failed(token) is None and _failed(now) is None and now[1] != token[1]))
 
-    def _background(self, turn: Turn, forgotten: tuple[int, str | None | Exception] = (0, None),
-                    recovering: bool = False) -> None:
+    def _background(self, turn: Turn, forgotten: tuple[float, str | None | Exception], recovering=False) -> None:
         """The turn's memory steps; then its backlog entries go if they succeeded (or the user was forgotten), and
         the user's entries another process left past their lease are recovered (not while recovering)."""
         uid, tid = turn.user_id, turn.thread_id
@@ -400,7 +404,7 @@ class MemoryAgent:
                 log.info("remembered %d message(s) of user %r thread %r left by an earlier job", len(found), uid, tid)
         return turns
 
-    def _remember(self, turn: Turn, forgotten: tuple[int, str | None | Exception]) -> bool:
+    def _remember(self, turn: Turn, forgotten: tuple[float, str | None | Exception]) -> bool:
         """The memory steps; True when nothing is left to remember (they all succeeded, or the user was forgotten)."""
         uid, tid = turn.user_id, turn.thread_id
 
