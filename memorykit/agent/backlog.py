@@ -63,22 +63,21 @@ class Backlog:
         if entries:
             key = backlog_key(self.namespace, user_id)
             pipe.zadd(key, entries)
-            pipe.expire(key, KEEP_SECONDS)
-            pipe.expire(f"{key}:tries", KEEP_SECONDS)
+            pipe.expire(key, KEEP_SECONDS)  # its claim counts get theirs when a claim writes them
 
-    def done(self, user_id: str, thread_id: str, message_ids: Iterable[str]) -> None:
-        """Their memory is written (or will never be): remove their entries."""
-        members = [_member(thread_id, i) for i in message_ids]
-        if members:
-            key = backlog_key(self.namespace, user_id)
-            with self.r.pipeline(transaction=True) as pipe:
+    def done(self, user_id: str, thread_id: str, message_ids: Iterable[str]) -> bool:
+        """Their memory is written (or will never be): remove their entries. Returns :meth:`due` (same round trip)."""
+        key, members = backlog_key(self.namespace, user_id), [_member(thread_id, i) for i in message_ids]
+        with self.r.pipeline(transaction=True) as pipe:
+            if members:
                 pipe.zrem(key, *members)
                 pipe.hdel(f"{key}:tries", *members)
-                pipe.execute()
+            pipe.zrangebyscore(key, "-inf", time.time(), start=0, num=1)
+            return bool(pipe.execute()[-1])
 
     def due(self, user_id: str) -> bool:
         """Some entry's lease has passed (one cheap read)."""
-        return bool(self.r.zrangebyscore(backlog_key(self.namespace, user_id), "-inf", time.time(), start=0, num=1))
+        return self.done(user_id, "", ())
 
     def claim(self, user_id: str, limit: int = 200) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         """Take the entries whose lease has passed (each gets a new lease; one claimer wins): ``({thread: message

@@ -375,9 +375,8 @@ class MemoryAgent:
         if self.backlog is None:
             return
         try:
-            if settled:
-                self.backlog.done(uid, tid, [m.id for m in turn.saved])
-            if not recovering and self.backlog.due(uid):
+            due = self.backlog.done(uid, tid, [m.id for m in turn.saved] if settled else [])
+            if due and not recovering:
                 self._recover(uid)
         except redis.RedisError as exc:  # the entries stay: a later turn or recover() finishes them
             log.warning("the memory backlog of user %r is out of reach: %s", uid, exc)
