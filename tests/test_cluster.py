@@ -113,7 +113,7 @@ def test_user_keys_share_one_slot(cluster):
     keys = [h.key, h.summary_key, h.threads_key,
             wm_user.key(user), wm_user.history_key(user),
             wm_conv.key(user, "t1"), wm_conv.history_key(user, "t1"),
-            backlog_key(ns, user), backlog_key(ns, user) + ":tries"]
+            *Backlog(cluster, ns).keys(user)]
     by_slot = {}
     for k in keys:
         by_slot.setdefault(cluster.keyslot(k), []).append(k)
@@ -153,15 +153,16 @@ def test_backlog_of_what_to_remember_on_cluster(cluster):
     assert len({cluster.get_node_from_key(backlog_key(ns, u)).port for u in users}) > 1  # spread over nodes
     assert sorted(backlog.users()) == sorted(users)
     time.sleep(0.3)
-    taken, dropped = backlog.claim("ana")
-    assert list(taken) == ["t1"] and len(taken["t1"]) == 2 and dropped == {}
-    assert backlog.claim("ana") == ({}, {})  # leased again: a second claimer gets nothing
-    backlog.done("ana", "t1", taken["t1"])
+    taken, dropped, observed = backlog.claim("ana")
+    assert list(taken) == ["t1"] and len(taken["t1"]) == 2 and dropped == {} and observed == 0
+    assert backlog.claim("ana") == ({}, {}, 0)  # leased again: a second claimer gets nothing
+    assert not backlog.done("ana", "t1", taken["t1"], observed=123.5)  # nothing else due
+    assert backlog.claim("ana") == ({}, {}, 123.5)
     assert not cluster.exists(backlog_key(ns, "ana"), backlog_key(ns, "ana") + ":tries")
     assert sorted(backlog.users()) == sorted(users[1:])
     for user in users:
         mk.ChatHistory(cluster, user_id=user, thread_id="t1", ttl=600, namespace=ns).clear()
-        cluster.delete(backlog_key(ns, user), backlog_key(ns, user) + ":tries")
+        cluster.delete(*backlog.keys(user))
 
 
 def test_summary_on_cluster(cluster):

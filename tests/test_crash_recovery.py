@@ -28,10 +28,11 @@ class Stalls:
 
     def __init__(self, word: str = "", down: bool = False):
         self.inner, self.word, self.down, self.label = get_llm("offline"), word, down, "offline (stalls)"
-        self.release, self.stalled, self.tasks = threading.Event(), threading.Event(), []
+        self.release, self.stalled, self.tasks, self.times = threading.Event(), threading.Event(), [], []
 
     def perform(self, task, inp, tools=None):
         self.tasks.append(task.name)
+        self.times.append(time.monotonic())
         if task.name != "reply" and self.down:
             raise LLMError("the model server answered HTTP 503: overloaded")
         if task.name != "reply" and self.word and self.word in inp.model_dump_json():
@@ -119,18 +120,60 @@ def test_a_model_outage_during_the_memory_steps_is_tried_again_after_the_lease(r
     agent.close()
 
 
-def test_a_step_that_keeps_failing_is_given_up_after_its_tries_and_said_so(r, emb, ns, caplog):
-    model = Stalls(down=True)
-    agent = mk.MemoryAgent(r, llm=model, embedder=emb, namespace=ns, lease=0.2)
-    with caplog.at_level(logging.WARNING, logger="memorykit.agent.memory_agent"):
+def test_a_step_that_keeps_failing_is_tried_with_longer_waits_then_given_up_and_said_so(r, emb, ns, caplog):
+    model, lease = Stalls(down=True), 0.05
+    agent = mk.MemoryAgent(r, llm=model, embedder=emb, namespace=ns, lease=lease)
+    with caplog.at_level(logging.WARNING, logger="memorykit.agent.recovery"):
         agent.chat("I am allergic to penicillin.", user_id="system", thread_id="t1")
         agent.flush()
-        for _ in range(MAX_TRIES + 2):
-            time.sleep(0.25)
+        deadline = time.monotonic() + 60
+        while r.exists(backlog_key(ns, "system")) and time.monotonic() < deadline:
+            time.sleep(lease)
             assert [t.thread_id for t in agent.recover("system")] in (["t1"], [])
-    assert model.tasks.count("extract_memories") == 1 + MAX_TRIES  # the turn's own try and MAX_TRIES more
+    tries = [t for name, t in zip(model.tasks, model.times) if name == "extract_memories"]
+    assert len(tries) == 1 + MAX_TRIES  # the turn's own try and MAX_TRIES more
+    waits = [b - a for a, b in zip(tries, tries[1:])]
+    assert all(w >= lease * 2 ** max(0, k - 1) for k, w in enumerate(waits)), waits  # each lease doubled
     assert backlog_left(r, ns, "system") == (0, 0)
     assert "gave up remembering 2 message(s) of user 'system'" in caplog.text
+    agent.close()
+
+
+def test_a_recovered_message_never_overwrites_what_the_user_said_after_it(r, emb, ns):
+    """Said during a model outage, "I live in Porto" is remembered after "I moved to Berlin" was: the facts keep
+    their order by when they were said, and the profile keeps Berlin."""
+    model = Stalls(down=True)
+    agent = mk.MemoryAgent(r, llm=model, embedder=emb, namespace=ns, lease=1, background=False)
+    agent.chat("I live in Porto.", user_id="a|b", thread_id="t1")
+    model.down = False
+    agent.chat("I moved to Berlin.", user_id="a|b", thread_id="t1")
+    assert "Berlin" in agent.working.get("a|b") and facts(agent, "a|b") == ["User moved to Berlin."]
+    time.sleep(1.1)
+    agent.chat("What is the weather like?", user_id="a|b", thread_id="t1")  # starts the recovery of turn one
+    agent.flush()
+    assert "Berlin" in agent.working.get("a|b") and "Lisbon" not in agent.working.get("a|b")
+    current = [m.content for m in agent.store.list("a|b")]
+    assert current == ["User moved to Berlin."], current  # Porto is in its history, not current
+    assert backlog_left(r, ns, "a|b") == (0, 0)
+    agent.close()
+
+
+def test_the_next_reply_does_not_wait_for_what_an_outage_left_in_other_threads(r, emb, ns):
+    model = Stalls(down=True, word="penicillin")
+    agent = mk.MemoryAgent(r, llm=model, embedder=emb, namespace=ns, lease=0.3)
+    for i in range(4):
+        agent.chat("I am allergic to penicillin.", user_id="{x}", thread_id=f"old{i}")
+    agent.flush()
+    model.down = False
+    time.sleep(0.4)
+    first = agent.chat("Hello.", user_id="{x}", thread_id="new")  # its job starts the recovery, which hangs
+    assert model.stalled.wait(30)
+    second = agent.chat("How are you?", user_id="{x}", thread_id="new")  # waits for "Hello."'s job, not for it
+    assert first.ok and second.ok and facts(agent, "{x}") == []  # replied while the recovery still hangs
+    model.release.set()
+    agent.flush()
+    assert facts(agent, "{x}") == ["User is allergic to penicillin."]
+    assert backlog_left(r, ns, "{x}")[0] == 0
     agent.close()
 
 

@@ -3,7 +3,6 @@ background steps are ordered per (user, thread) and run in parallel across threa
 turn waits only for its own thread's earlier writes, ``flush()`` for one thread or all."""
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -23,17 +22,18 @@ from ..llm.tools import Tool
 from ..memory.extraction import extract_memories
 from ..memory.feedback import FeedbackStore
 from ..memory.index import FORGET_MARK_SECONDS, forget_mark, forget_user
-from ..memory.long_term import MemoryHit, MemoryStore
+from ..memory.long_term import MemoryStore
 from ..memory.recall import MessageIndex
 from ..memory.short_term import ChatHistory
 from ..memory.summarize import ByCount, summarize_if_needed
 from ..memory.working import PROFILE_TEMPLATE, WorkingMemory
 from ..messages import Message, count_tokens
 from .background import KeyedWriter
-from .backlog import MAX_TRIES, Backlog
+from .backlog import Backlog
 from .loop import run_tool_loop
+from .recovery import Recovering
 from .reply import REPLY, SYSTEM_PROMPT, ReplyInput
-from .tools import memory_tools
+from .tools import memory_tools, tool_hits
 from .turn import BACKGROUND_STEPS, FOREGROUND_STEPS, Turn, reason as _reason, said as _said  # noqa: F401 (public)
 
 log = logging.getLogger(__name__)
@@ -52,9 +52,12 @@ def _failed(token: tuple[float, Any]) -> Exception | None:
     return token[1] if isinstance(token[1], Exception) else None
 
 
-class MemoryAgent:
+class MemoryAgent(Recovering):
     """An agent whose memory lives in Redis. ``before_model`` hooks see the prompt and may return a
-    changed one, which is sent exactly (redaction: what memory leaves the machine)."""
+    changed one, which is sent exactly (redaction: what memory leaves the machine). ``lease``: seconds a turn's
+    memory steps are left to this process before the user's next turn or ``recover()`` may redo them (a crash, a
+    failed step); it should cover the background queue's wait and the model calls, and a ``thread_ttl`` should
+    outlast about 32 leases (the retries, each lease doubled), or a thread expires before its memory is written."""
 
     def __init__(self, r: redis.Redis, llm=None, embedder=None, namespace: str = "memorykit", *,
                  memory: str | bool = "full", retrieval: str = "inject", system_prompt: str = SYSTEM_PROMPT,
@@ -118,8 +121,11 @@ class MemoryAgent:
         """Wait for the background memory writes of one thread's earlier turns (no ids: of every thread)."""
         if (user_id is None) != (thread_id is None):
             raise ValidationError("flush takes both user_id and thread_id (one thread) or neither (all threads)")
-        for future in self._writes.wait(None if user_id is None else (user_id, thread_id)):
-            future.result()  # _background records its failures in the Turn; anything else is a bug: raise it
+        while True:  # every thread: also what the writes waited for queued (a recovery)
+            for future in self._writes.wait(None if user_id is None else (user_id, thread_id)):
+                future.result()  # _background records its failures in the Turn; anything else is a bug: raise it
+            if user_id is not None or not self._writes.pending():
+                return
 
     def pending(self, user_id: str | None = None, thread_id: str | None = None) -> int:
         """Background writes queued or running (for one thread, or for all)."""
@@ -146,17 +152,6 @@ class MemoryAgent:
             if key[0] == user_id:
                 self.flush(*key)
         return forget_user(self.r, self.namespace, user_id, embedder=self.embedder)
-
-    def recover(self, user_id: str | None = None) -> list[Turn]:
-        """Remember what was stored but never remembered once its lease has passed: a process that died with its
-        background writes queued, or a step that failed (a model outage). Each user's next turn does this in the
-        background; call it from a sweeper or at start-up for users who do not come back (no ``user_id``: every
-        user with a backlog in the namespace, found by a SCAN). Returns one Turn per thread recovered."""
-        if self.backlog is None:
-            return []
-        users = [check_id(user_id, "user_id")] if user_id is not None else list(self.backlog.users())
-        futures = [self._writes.submit((uid, ""), lambda uid=uid: self._recover(uid)) for uid in users]
-        return [turn for future in futures for turn in future.result()]  # "": no thread id is empty
 
     def close(self) -> None:
         self.flush()
@@ -209,8 +204,9 @@ class MemoryAgent:
         turn.reply_message, turn.reply = reply, reply.content
         with self._timed(turn, "store"):
             self._store(history, extra, reply, turn)
-        with self._step(turn, "tool_hits"):  # after the store: a failure here cannot lose the reply
-            self._collect_tool_hits(turn)
+        with self._step(turn, "tool_hits"):  # after the store: a failure here cannot lose the reply (tools mode:
+            turn.memories_used = (tool_hits(self.store, turn.user_id, turn.tool_calls, turn.tool_results)
+                                  or turn.memories_used)  # what the model found through search_memory is used)
 
     def _store(self, history: ChatHistory, extra: list[Message], reply: Message, turn: Turn) -> None:
         """Save the tool steps and the reply; steps a store rejects are dropped (and reported), never the reply."""
@@ -320,16 +316,6 @@ class MemoryAgent:
         turn.tool_calls, turn.tool_results = loop.tool_calls, loop.tool_results
         return loop.reply, loop.steps
 
-    def _collect_tool_hits(self, turn: Turn) -> None:
-        """In tools mode, the memories the model found through search_memory count as used."""
-        found: dict[str, float] = {}
-        for call, result in zip(turn.tool_calls, turn.tool_results):
-            if call.get("function", {}).get("name") == "search_memory":
-                for hit in json.loads(result).get("results", []):  # an error result has none
-                    found.setdefault(hit["id"], hit["distance"])
-        if found:
-            turn.memories_used = [MemoryHit(m, found[m.id]) for m in self.store.get_many(list(found), turn.user_id) if m]
-
     @contextmanager
     def _step(self, turn: Turn, name: str):
         """Time one background step; a failure is logged and recorded, never raised. A model task
@@ -363,55 +349,38 @@ class MemoryAgent:
         return (self._forgotten.get(user_id, -1.0) >= token[0]
                 or (_failed(token) is None and _failed(now) is None and now[1] != token[1]))
 
-    def _background(self, turn: Turn, forgotten: tuple[float, str | None | Exception], recovering=False) -> None:
+    def _background(self, turn: Turn, forgotten: tuple[float, str | None | Exception], recovering=False,
+                    observed: float = 0.0) -> None:
         """The turn's memory steps; then its backlog entries go if they succeeded (or the user was forgotten), and
-        the user's entries another process left past their lease are recovered (not while recovering)."""
+        the user's entries past their lease are recovered by a job of their own (not while recovering)."""
         uid, tid = turn.user_id, turn.thread_id
         try:
-            settled = self._remember(turn, forgotten)
+            settled, read_up_to = self._remember(turn, forgotten, observed)
         finally:
             with self._unsaved_lock:
                 self._inflight.difference_update((uid, tid, m.id) for m in turn.saved)
         if self.backlog is None:
             return
         try:
-            due = self.backlog.done(uid, tid, [m.id for m in turn.saved] if settled else [])
+            due = self.backlog.done(uid, tid, [m.id for m in turn.saved] if settled else [], read_up_to)
             if due and not recovering:
-                self._recover(uid)
+                self._recover_later(uid)
         except redis.RedisError as exc:  # the entries stay: a later turn or recover() finishes them
             log.warning("the memory backlog of user %r is out of reach: %s", uid, exc)
 
-    def _recover(self, uid: str) -> list[Turn]:
-        """Claim the user's entries past their lease and run their threads' memory steps (on the user's worker)."""
-        token = self._forget_token(uid)
-        taken, dropped = self.backlog.claim(uid)
-        for tid, ids in dropped.items():
-            log.warning("gave up remembering %d message(s) of user %r thread %r: their memory steps failed %d times",
-                        len(ids), uid, tid, 1 + MAX_TRIES)
-        turns = []
-        for tid, ids in taken.items():
-            with self._unsaved_lock:  # a job queued here runs them itself
-                ids = [i for i in ids if (uid, tid, i) not in self._inflight]
-            found = _stored(self.history(uid, tid), ids)
-            if len(found) < len(ids):  # deleted, expired or cleared since: nothing to remember
-                self.backlog.done(uid, tid, sorted(set(ids) - {m.id for m in found}))
-            if found:
-                told = [m for m in found if m.role == "user"]
-                turn = Turn(user_id=uid, thread_id=tid, user_message=(told or found)[-1], saved=found)
-                self._background(turn, token, recovering=True)
-                turns.append(turn)
-                log.info("remembered %d message(s) of user %r thread %r left by an earlier job", len(found), uid, tid)
-        return turns
-
-    def _remember(self, turn: Turn, forgotten: tuple[float, str | None | Exception]) -> bool:
-        """The memory steps; True when nothing is left to remember (they all succeeded, or the user was forgotten)."""
+    def _remember(self, turn: Turn, forgotten: tuple[float, str | None | Exception],
+                  observed: float = 0.0) -> tuple[bool, float | None]:
+        """The memory steps: whether nothing is left to remember (all succeeded, or the user was forgotten), and
+        when the newest message working memory read was said. Working memory keeps the latest word, so it skips a
+        recovered message said before one it has read (``observed``); long-term memory dates each fact instead."""
         uid, tid = turn.user_id, turn.thread_id
 
         def forgotten_now() -> bool:  # forget_user ran since the turn began (checked before each step): write nothing
             return self._forgotten_since(uid, forgotten)
         if forgotten_now():
-            return True
+            return True, None
         told = [m for m in turn.saved if m.role == "user"]  # this turn's message, after any kept from before
+        read = [m for m in told if m.created_at > observed]
         if self.memory == "full":
             with self._step(turn, "index"):
                 self.recall.add(uid, tid, turn.saved)
@@ -420,30 +389,21 @@ class MemoryAgent:
                 candidates = extract_memories(told, llm=self.llm) if told else []
             for candidate in candidates:  # user-told facts stay the user's, even general ones
                 if forgotten_now():
-                    return True
+                    return True, None
                 with self._step(turn, "remember"):
                     turn.memories_stored.append(self.store.remember(
                         candidate.content, user_id=uid, memory_type=candidate.type, llm=self.llm,
                         source_thread=tid, source_messages=[m.id for m in told],
                         observed_at=max(m.created_at for m in told)))  # when said: jobs of threads run in any order
-            for message in told:
+            for message in read:
                 if forgotten_now():
-                    return True
+                    return True, None
                 with self._step(turn, "working"):
                     self.working.observe(message, self.llm, user_id=uid, thread_id=tid)
         settled = not set(turn.failed_steps) & {"index", "extract", "remember", "working"}
         if forgotten_now():
-            return True
+            return True, None
         with self._step(turn, "summarize"):  # redone by every later turn: not worth a retry
             summarize_if_needed(self.history(uid, tid), self.llm, policy=self.summary_policy,
                                 embedder=self.embedder)  # the agent's own, not a second one loaded here
-        return settled
-
-
-def _stored(history: ChatHistory, ids: list[str]) -> list[Message]:
-    """The messages of ``ids`` still in the thread, in its order (its tail first: they are usually the last)."""
-    wanted = set(ids)
-    found = [m for m in history.messages(last_n=len(ids) + 50) if m.id in wanted]
-    if len(found) < len(wanted):
-        found = [m for m in history.messages() if m.id in wanted]
-    return found
+        return settled, (max(m.created_at for m in read) if read and "working" not in turn.failed_steps else None)

@@ -1,6 +1,7 @@
 """Long-term memory as tools: ``search_memory`` and ``manage_memory``, bound to one user."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..config import settings
@@ -8,6 +9,7 @@ from ..errors import ValidationError
 from ..keys import check_id
 from ..llm.tools import Tool, ToolError
 from ..memory.index import memory_type_list
+from ..memory.long_term import MemoryHit
 
 
 def memory_tools(store, user_id: str, *, llm=None) -> list[Tool]:
@@ -87,3 +89,13 @@ def memory_tools(store, user_id: str, *, llm=None) -> list[Tool]:
                     "required": ["action"], "additionalProperties": False},
         fn=manage_memory)
     return [search, manage]
+
+
+def tool_hits(store, user_id: str, tool_calls: list[dict], tool_results: list[str]) -> list[MemoryHit]:
+    """The memories the model found through ``search_memory`` calls, in the order found."""
+    found: dict[str, float] = {}
+    for call, result in zip(tool_calls, tool_results):
+        if call.get("function", {}).get("name") == "search_memory":
+            for hit in json.loads(result).get("results", []):  # an error result has none
+                found.setdefault(hit["id"], hit["distance"])
+    return [MemoryHit(m, found[m.id]) for m in store.get_many(list(found), user_id) if m] if found else []

@@ -309,7 +309,7 @@ def user_keys(client: redis.Redis, namespace: str, user_id: str) -> set[str]:
     profile = user_key(namespace, "working:user", user_id)
     found = {threads_key, registry, profile, profile + ":history",
              user_key(namespace, "memaccess", user_id), user_key(namespace, "memvec", user_id),
-             _memids(namespace, user_id), backlog_key(namespace, user_id), backlog_key(namespace, user_id) + ":tries",
+             _memids(namespace, user_id), *(backlog_key(namespace, user_id) + s for s in ("", ":tries", ":observed")),
              *(user_key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES),
              *(key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES)}  # ledgers named before the hash tag
     for thread in client.zrange(threads_key, 0, -1):
