@@ -273,15 +273,6 @@ VARIANTS = {     # name: files positive-or-negative / the attachment model train
         0.0, 0.25, 0.5, 0.75, 1.0)}, FIVE + ("feedback_7.jsonl",)),
     "stage2x-c.25": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_c": 0.25},
                      FIVE + ("feedback_7.jsonl",)),
-    # the turn read next to the answer it follows (feedback_model.PAIR), on the shipped stage2x-3q
-    "pair-prod": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_blend": (0.75,),
-                  "pair": ("prod",)}, FIVE + ("feedback_7.jsonl",)),
-    "pair-concat": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_blend": (0.75,),
-                    "pair": ("concat",)}, FIVE + ("feedback_7.jsonl",)),
-    "pair-concat-sign": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_blend": (0.75,),
-                         "pair": ("sign:concat",)}, FIVE + ("feedback_7.jsonl",)),
-    "pair-echo": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_blend": (0.75,),
-                  "pair": ("detect:echo",)}, FIVE + ("feedback_7.jsonl",)),
 }
 
 

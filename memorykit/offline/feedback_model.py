@@ -130,7 +130,6 @@ STAGE = "cross"              # the second stage (feedback_stage), shipped 2026-1
 STAGE_PARTS, STAGE_C = 3, 1.0     # windows) or "cross" (and cross-fitted on thirds of the training windows); its C
 STAGE_DROP: tuple[str, ...] = ()  # second-stage features left out (feedback_stage.NAMES)
 STAGE_BLENDS = (0.75,)       # shares of the second stage's P(feedback) in the one read (the rest: the first's)
-PAIR: tuple[str, ...] = ()   # the turn read with the answer it follows (FeedbackModel.pair_features); () off
 
 
 def window_of(row: dict) -> Window:
@@ -162,11 +161,10 @@ def vocabulary(texts: Sequence[str]):
 
 
 def polarity_rows(windows: Sequence[Window], sentences: Sequence[tuple[str, str]], weight: float) -> list[tuple]:
-    """(turn, previous question, negative?, weight, dev, previous answer) for every feedback turn and labelled
-    feedback sentence."""
-    rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j] == "negative", 1.0, w.dev, w.pairs[j - 1][1])
+    """(turn, previous question, negative?, weight, dev) for every feedback turn and labelled feedback sentence."""
+    rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j] == "negative", 1.0, w.dev)
             for w in windows for j in range(1, len(w.pairs)) if w.labels[j] != "none"]
-    return rows + [(text, "", label == "negative", weight, False, "") for text, label in sentences if label != "none"]
+    return rows + [(text, "", label == "negative", weight, False) for text, label in sentences if label != "none"]
 
 
 def head_and_tail(text: str) -> tuple[str, str]:
@@ -231,15 +229,13 @@ class FeedbackModel:
                  polarity: Sequence[Window] | None = None, sentence_weight: float = 1.0, own_vocab: bool = False,
                  split: bool = False, grid: str = "threshold", stage: str = "", stage_c: float = STAGE_C,
                  stage_parts: int = STAGE_PARTS, stage_drop: tuple[str, ...] = STAGE_DROP,
-                 stage_blend: tuple[float, ...] = STAGE_BLENDS, pair: tuple[str, ...] = PAIR):
+                 stage_blend: tuple[float, ...] = STAGE_BLENDS):
         self.vectors, self.split, self.grid, self.stage = Embeddings(embedder), split, grid, None
-        self.pair = tuple(pair)
         self.stage_blends = tuple(stage_blend) if stage else (1.0,)
-        rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev, w.pairs[j - 1][1])
-                for w in windows for j in range(1, len(w.pairs))]
-        rows += [(text, "", label, False, "") for text, label in sentences]
+        rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
+        rows += [(text, "", label, False) for text, label in sentences]
         self.vocab, self.own_vocab = vocabulary([r[0] for r in rows]), own_vocab
-        x = self.turn_features([r[0] for r in rows], [r[1] for r in rows], [r[4] for r in rows])
+        x = self.turn_features([r[0] for r in rows], [r[1] for r in rows])
         given = np.asarray([r[2] != "none" for r in rows])
         dev = np.asarray([r[3] for r in rows])
         signs = polarity_rows(windows if polarity is None else polarity, sentences, sentence_weight)
@@ -258,48 +254,16 @@ class FeedbackModel:
         """Pickled without its embedder and vectors (see :func:`_model`)."""
         return {k: v for k, v in self.__dict__.items() if k != "vectors"}
 
-    def features(self, vocabs, texts: Sequence[str], previous: Sequence[str], answers: Sequence[str] | None = None,
-                 roles: Sequence[str] = ("detect", "sign")) -> list:
+    def features(self, vocabs, texts: Sequence[str], previous: Sequence[str]) -> list:
         """For each n-gram vocabulary in ``vocabs``: a turn's embedding, its n-grams under it and how closely
-        it repeats the previous question (the embedding and the repeat computed once for all); with ``pair``,
-        also the turn read with the answer it follows (:meth:`pair_features`; ``roles``: which model each vocabulary
-        is for, feedback-or-none or positive-or-negative: a ``sign:`` entry of ``pair`` is for the second only)."""
+        it repeats the previous question (the embedding and the repeat computed once for all)."""
         from scipy.sparse import csr_matrix, hstack
 
         lower = [t.lower() for t in texts]
         rep = csr_matrix(np.asarray([repeat_features(t, p, self.vectors) for t, p in zip(texts, previous)],
                                     dtype=np.float32))
-        vecs = self.vectors(list(texts))
-        emb = csr_matrix(vecs)
-        pair = getattr(self, "pair", ())
-        kinds = {role: tuple(p.split(":")[-1] for p in pair if not p.startswith(("sign:", "detect:")) or
-                             p.startswith(role + ":")) for role in set(roles)}
-        extra = {role: [self.pair_features(texts, vecs, answers, k, previous)] if k else [] for role, k in kinds.items()}
-        return [hstack([emb, chars.transform(lower), words.transform(lower), rep, *extra[role]]).tocsr()
-                for (chars, words), role in zip(vocabs, roles)]
-
-    def pair_features(self, texts: Sequence[str], vecs: np.ndarray, answers: Sequence[str] | None,
-                      kinds: Sequence[str], previous: Sequence[str] = ()):
-        """The turn next to the answer it follows (zeros without one): ``prod`` the two vectors multiplied
-        dimension by dimension (scaled by the root of their size), ``concat`` the vector of the answer's last sentence and the turn read together."""
-        from scipy.sparse import csr_matrix, hstack
-
-        answers = [a if a and a != "-" else "" for a in (answers or [""] * len(texts))]
-        out = []
-        if "echo" in kinds:         # the turn's word n-grams split: echoing the answer, echoing only the user's question
-            words = self.vocab[1]
-            x = words.transform([t.lower() for t in texts]).tocsr()
-            said = words.transform([a.lower() for a in answers]).tocsr()
-            own = words.transform([(p or "").lower() for p in (previous or [""] * len(texts))]).tocsr()
-            in_said = x.multiply(said > 0)
-            in_own = x.multiply(own > 0) - x.multiply((own > 0).multiply(said > 0))
-            out += [csr_matrix(in_said), csr_matrix(in_own)]
-        if "prod" in kinds:
-            out.append(vecs * self.vectors(answers) * np.sqrt(vecs.shape[1]))   # entries the size of the vectors
-        if "concat" in kinds:
-            tails = [(sentences(a)[-1] + " " + t) if a.strip() and sentences(a) else "" for a, t in zip(answers, texts)]
-            out.append(self.vectors(tails))
-        return hstack([csr_matrix(o) for o in out]).tocsr()
+        emb = csr_matrix(self.vectors(list(texts)))
+        return [hstack([emb, chars.transform(lower), words.transform(lower), rep]).tocsr() for chars, words in vocabs]
 
     def split_features(self, texts: Sequence[str]):
         """A turn of several sentences seen in parts: its head (all but the last sentence: embedding, n-grams),
@@ -320,15 +284,15 @@ class FeedbackModel:
 
         return hstack([x, self.split_features(texts)]).tocsr() if self.split else x
 
-    def turn_features(self, texts: Sequence[str], previous: Sequence[str], answers: Sequence[str] | None = None):
-        return self.detection_features(self.features([self.vocab], texts, previous, answers, ("detect",))[0], texts)
+    def turn_features(self, texts: Sequence[str], previous: Sequence[str]):
+        return self.detection_features(self.features([self.vocab], texts, previous)[0], texts)
 
     def _fit_turns(self, x, given, signs: Sequence[tuple]):
         """Feedback or none (on ``x``), and positive or negative with its vocabulary (on ``signs``)."""
         from sklearn.linear_model import LogisticRegression
 
         vocab = vocabulary([r[0] for r in signs]) if self.own_vocab else self.vocab
-        px = self.features([vocab], [r[0] for r in signs], [r[1] for r in signs], [r[5] for r in signs], ("sign",))[0]
+        px = self.features([vocab], [r[0] for r in signs], [r[1] for r in signs])[0]
         return (LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x, given),
                 (vocab, LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(
                     px, [r[2] for r in signs], sample_weight=[r[3] for r in signs])))
@@ -346,16 +310,14 @@ class FeedbackModel:
 
     def turn_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """P(none), P(positive), P(negative) for each user turn after the first."""
-        return self.probabilities([p[0] for p in pairs[1:]], [p[0] for p in pairs[:-1]], [p[1] for p in pairs[:-1]])
+        return self.probabilities([p[0] for p in pairs[1:]], [p[0] for p in pairs[:-1]])
 
-    def probabilities(self, texts: Sequence[str], previous: Sequence[str],
-                      answers: Sequence[str] | None = None) -> np.ndarray:
-        """P(none), P(positive), P(negative) of each turn in ``texts``, read after its ``previous`` question (and
-        that question's answer)."""
+    def probabilities(self, texts: Sequence[str], previous: Sequence[str]) -> np.ndarray:
+        """P(none), P(positive), P(negative) of each turn in ``texts``, read after its ``previous`` question."""
         if not texts:
             return np.zeros((0, len(LABELS)))
         (detect, (vocab, sign)) = self.turns
-        x, px = self.features([self.vocab, vocab], texts, previous, answers)
+        x, px = self.features([self.vocab, vocab], texts, previous)
         x = self.detection_features(x, texts)
         given, negative = detect.predict_proba(x)[:, 1], sign.predict_proba(px)[:, 1]
         return np.stack([1.0 - given, given * (1.0 - negative), given * negative], axis=1)
@@ -383,7 +345,7 @@ class FeedbackModel:
             bits = sentences(pairs[j][0]) if parts or stage is not None else []
             split = ()
             if len(bits) > 1:
-                q = self.probabilities(bits, [pairs[j - 1][0]] * len(bits), [pairs[j - 1][1]] * len(bits))
+                q = self.probabilities(bits, [pairs[j - 1][0]] * len(bits))    # each sentence after the question
                 split = tuple(Reading(j, float(1.0 - r[0]), float(r[2] / max(1.0 - r[0], 1e-9)),
                                       tuple(self.attach_probabilities(pairs, j, b)))
                               for b, r in zip(bits, q))
