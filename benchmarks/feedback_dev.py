@@ -135,6 +135,22 @@ missed 7 9 4 15 8): the folds chose 0.5 0.55 0.6 0.6 0.65 and scored 0.67 0.70 0
 34/185 29/203 44/195 34/173 26/196, pooled tp 751 fp 369 fn 350 against 778 389 323: the dev windows are too few
 to set the cut (folds 3 and 4 lost 0.03 each).
 Not shipped (option since removed), no independent look.
+
+The turn read next to the answer it follows (2026-11-27, ``--compare ... --rules parts --no-final``, on the shipped
+stage2x-3q: 0.665 0.700 0.640 0.700 0.727 / 0.686, pooled tp 778 fp 389 fn 323, polarity wrong 34 29 45 27 27
+(162), invented 27 31 48 29 30 (165), missed 7 9 4 15 8; fold F1 / mean, no final models; ``--only-folds`` runs a
+subset). Both turn models also seeing the turn's and the previous answer's vectors multiplied dimension by
+dimension (``pair-prod``): folds 0-1 0.67 0.70, polarity wrong 34/185 29/202, invented 26 30: nothing moved (the
+products are ~1/400 of a vector's entries, so the regularized model barely used them); scaled by the root of the
+size: 0.650 0.700, polarity wrong 33/180 29/199, fold 0 worse, stopped there. The vector of the answer's last
+sentence and the turn read together (``pair-concat``, in both models): 0.648 0.695, polarity wrong 29/177 32/199,
+invented 32 27; in positive-or-negative only (``pair-concat-sign``): 0.671 0.697 0.633 0.654 0.697 / 0.671,
+pooled tp 752 fp 388 fn 349, polarity wrong 32 32 46 36 30 (176 against 162): the answer's words blur the turn's
+tone rather than explain it. Feedback-or-none also seeing the turn's word n-grams split in two, those the previous
+answer holds and those only the user's previous question holds (``pair-echo``: a self-correction repeats the
+user's own words, a judgement quotes the answer): 0.664 0.703 0.643 0.690 0.721 / 0.684, pooled tp 769 fp 379
+fn 332, invented 25 30 45 31 25 (156 against 165), missed 11 10 4 17 13: fewer invented, as many more missed;
+within fold noise. None shipped (options since removed), no independent look.
 The attachment model also seeing numbers the turn shares with each earlier question (count and against the window's
 most; a monkeypatched ``attach_features``, no final models): 0.671 0.704 0.643 0.698 0.724 / 0.688, pooled tp 767
 fp 361 fn 334, attachment wrong 26 14 27 11 21 (99, as before): the +0.002 comes from other thresholds chosen in folds
@@ -273,7 +289,7 @@ def compare(args, embedder, sentences, by_file, rows) -> None:
     SplitModel.grids = tuple(args.rules)
     names = [f"{v}/{g}" if args.rules else v for v in args.compare for g in (args.rules or [None])]
     results = {n: [] for n in names}
-    for fold in range(args.folds):
+    for fold in args.only_folds or range(args.folds):
         def held(r):
             return zlib.crc32(("fold" + r["id"]).encode()) % args.folds == fold
 
@@ -417,6 +433,7 @@ def main() -> None:
     ap.add_argument("--final-attach-files", nargs="+", help="final model: files the attachment model trains on")
     ap.add_argument("--rules", nargs="+", choices=("threshold", "low", "parts"),
                     help="--compare: report each variant with each rule grid (feedback_model.grid), one fit")
+    ap.add_argument("--only-folds", nargs="+", type=int, help="--compare: only these of the --folds folds")
     ap.add_argument("--no-final", action="store_true", help="--compare: skip the final models (old split, course)")
     args = ap.parse_args()
     embedder = get_router("feedback").embedder
