@@ -49,7 +49,8 @@ def facts(agent, user):
 
 
 def backlog_left(r, ns, user):
-    return r.zcard(backlog_key(ns, user)), r.hlen(backlog_key(ns, user) + ":tries")
+    key = backlog_key(ns, user)
+    return r.zcard(key), r.hlen(key + ":tries") + r.exists(key + ":observed")
 
 
 CRASHING = textwrap.dedent("""

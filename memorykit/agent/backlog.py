@@ -15,7 +15,8 @@ Work is done at least once: a job still queued past its lease in a live process 
 absorbs a repeat (the same fact is a duplicate, a back-dated one goes into its chain at its time; a recall vector
 is written under its message's id). Working memory cannot: it keeps the latest word, so a message said before one
 it has already read would overwrite what came after. The backlog therefore keeps, per user, when the newest
-message the working memory read was said, and a recovery skips the working step of messages said before it. The
+message the working memory read was said while entries wait, and a recovery skips the working step of messages
+said before it (an empty backlog keeps no mark: every user's turn leaves no backlog key behind). The
 way Redis Agent Memory Server keeps its background tasks in Redis, and LangGraph's checkpointers keep pending
 writes next to the thread.
 """
@@ -60,6 +61,10 @@ _DONE = _NOW + """
 for i = 3, #ARGV do
   redis.call('ZREM', KEYS[1], ARGV[i])
   redis.call('HDEL', KEYS[2], ARGV[i])
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then  -- nothing waits: no mark is needed (nor left behind)
+  redis.call('DEL', KEYS[2], KEYS[3])
+  return 0
 end
 if ARGV[1] ~= '' and tonumber(ARGV[1]) > tonumber(redis.call('GET', KEYS[3]) or '0') then
   redis.call('SET', KEYS[3], ARGV[1], 'EX', ARGV[2])
