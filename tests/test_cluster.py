@@ -153,11 +153,11 @@ def test_backlog_of_what_to_remember_on_cluster(cluster):
     assert len({cluster.get_node_from_key(backlog_key(ns, u)).port for u in users}) > 1  # spread over nodes
     assert sorted(backlog.users()) == sorted(users)
     time.sleep(0.3)
-    taken, dropped, observed = backlog.claim("ana")
-    assert list(taken) == ["t1"] and len(taken["t1"]) == 2 and dropped == {} and observed == 0
-    assert backlog.claim("ana") == ({}, {}, 0)  # leased again: a second claimer gets nothing
-    assert not backlog.done("ana", "t1", taken["t1"][:1], observed=123.5)  # the other is leased: not due
-    assert backlog.claim("ana") == ({}, {}, 123.5)  # the working-memory mark, kept while entries wait
+    taken, dropped = backlog.claim("ana")
+    assert list(taken) == ["t1"] and len(taken["t1"]) == 2 and dropped == {}
+    assert backlog.claim("ana") == ({}, {})  # leased again: a second claimer gets nothing
+    assert not backlog.done("ana", "t1", taken["t1"][:1])  # the other is leased: not due
+    assert cluster.hlen(backlog_key(ns, "ana") + ":tries") == 1  # its claim count, while it waits
     backlog.done("ana", "t1", taken["t1"][1:])
     assert not cluster.exists(*backlog.keys("ana"))  # an empty backlog leaves no key
     assert sorted(backlog.users()) == sorted(users[1:])

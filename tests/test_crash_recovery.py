@@ -50,7 +50,7 @@ def facts(agent, user):
 
 def backlog_left(r, ns, user):
     key = backlog_key(ns, user)
-    return r.zcard(key), r.hlen(key + ":tries") + r.exists(key + ":observed")
+    return r.zcard(key), r.hlen(key + ":tries")
 
 
 CRASHING = textwrap.dedent("""
@@ -142,7 +142,7 @@ def test_a_step_that_keeps_failing_is_tried_with_longer_waits_then_given_up_and_
 
 def test_a_recovered_message_never_overwrites_what_the_user_said_after_it(r, emb, ns):
     """Said during a model outage, "I live in Porto" is remembered after "I moved to Berlin" was: the facts keep
-    their order by when they were said, and the profile keeps Berlin."""
+    their order by when they were said, and the profile (which keeps the latest word) is left alone."""
     model = Stalls(down=True)
     agent = mk.MemoryAgent(r, llm=model, embedder=emb, namespace=ns, lease=1, background=False)
     agent.chat("I live in Porto.", user_id="a|b", thread_id="t1")
@@ -219,6 +219,60 @@ def test_a_forgotten_user_is_not_recovered_and_their_backlog_is_deleted(r, emb, 
     assert facts(sweeper, "ünï cödé *") == [] and sweeper.recall.count("ünï cödé *") == 0
     assert facts(sweeper, "system") == ["User is allergic to penicillin."]
     hung.close(), sweeper.close()
+
+
+def test_forget_user_while_a_sweeper_recovers_the_user_leaves_nothing(r, emb, ns):
+    """A sweeper works through a user's backlog chunk by chunk when the user asks to be forgotten: no chunk
+    claimed after the forget writes anything back."""
+    model = Stalls(down=True)
+    agent = mk.MemoryAgent(r, llm=model, embedder=emb, namespace=ns, lease=0.5)
+    for i in range(12):
+        agent.chat(f"My favourite number {i} is {i}{i}.", user_id="a|b", thread_id=f"t{i}")
+    agent.chat("I am allergic to peanuts.", user_id="system", thread_id="t1")
+    agent.flush()
+    model.down = False
+    time.sleep(0.6)
+    sweeper = threading.Thread(target=agent.recover, args=("a|b",))
+    sweeper.start()
+    deadline = time.monotonic() + 30
+    while not agent.store.list("a|b") and time.monotonic() < deadline:  # the first chunk is written
+        time.sleep(0.01)
+    agent.forget_user("a|b")
+    sweeper.join()
+    agent.flush()
+    assert agent.store.list("a|b") == [] and agent.recall.count("a|b") == 0
+    assert [k for k in r.scan_iter(match=f"{ns}:*") if "a%7Cb" in k] == []
+    assert [t.user_id for t in agent.recover()] == ["system"]  # the other user's backlog is untouched
+    agent.close()
+
+
+class Slow(Stalls):
+    """Every memory task takes 200 ms (a model server), so some write is always pending while anyone chats."""
+
+    def perform(self, task, inp, tools=None):
+        if task.name != "reply":
+            time.sleep(0.2)
+        return super().perform(task, inp, tools=tools)
+
+
+def test_flush_waits_for_the_writes_queued_before_it_while_others_keep_chatting(r, emb, ns):
+    agent = mk.MemoryAgent(r, llm=Slow(), embedder=emb, namespace=ns)
+    agent.chat("I live in Porto.", user_id="alice", thread_id="t1")
+    done, chatted = threading.Event(), []
+
+    def chatter():  # another user who never stops, until flush() has returned (or 100 turns)
+        while not done.is_set() and len(chatted) < 100:
+            chatted.append(agent.chat(f"Message {len(chatted)}.", user_id=f"bob{len(chatted) % 20}", thread_id="t"))
+    worker = threading.Thread(target=chatter)
+    worker.start()
+    while len(chatted) < 3:
+        time.sleep(0.01)
+    agent.flush()
+    done.set()
+    assert len(chatted) < 100  # flush() returned while bob was still chatting
+    assert facts(agent, "alice") == ["User lives in Porto."]
+    worker.join()
+    agent.close()
 
 
 @pytest.mark.parametrize("memory", ["short_term", False])

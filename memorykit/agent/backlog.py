@@ -8,17 +8,16 @@ id]``, score the time after which anyone may remember it (a lease, on Redis's cl
 differ agree). The turn's background job removes its entries when its steps succeed. Entries still there when
 their lease passes belong to a process that died or a step that failed: the user's next turn, in any process,
 claims them (a script moves their lease on, so one claimer wins) and runs the same steps again, and
-``MemoryAgent.recover`` does it for users who do not come back. Each claim doubles the next lease (an outage of
-hours is waited out) and an entry is claimed at most ``MAX_TRIES`` times, then dropped with a warning.
+``MemoryAgent.recover`` does it for users who do not come back. Each claim after the first doubles the lease (an
+outage of hours is waited out) and an entry is claimed at most ``MAX_TRIES`` times, then dropped with a warning.
 
 Work is done at least once: a job still queued past its lease in a live process may run twice. Long-term memory
 absorbs a repeat (the same fact is a duplicate, a back-dated one goes into its chain at its time; a recall vector
-is written under its message's id). Working memory cannot: it keeps the latest word, so a message said before one
-it has already read would overwrite what came after. The backlog therefore keeps, per user, when the newest
-message the working memory read was said while entries wait, and a recovery skips the working step of messages
-said before it (an empty backlog keeps no mark: every user's turn leaves no backlog key behind). The
-way Redis Agent Memory Server keeps its background tasks in Redis, and LangGraph's checkpointers keep pending
-writes next to the thread.
+is written under its message's id). Working memory cannot: it keeps the latest word, and a recovered message may
+be older than what it has read since (in any thread, in any process), so a recovery leaves working memory alone;
+what the message said reaches the profile through long-term memory, not by overwriting newer words. The way
+Redis Agent Memory Server keeps its background tasks in Redis, and LangGraph's checkpointers keep pending writes
+next to the thread.
 """
 from __future__ import annotations
 
@@ -55,19 +54,16 @@ for _, m in ipairs(due) do
   end
 end
 if #due > 0 then redis.call('EXPIRE', KEYS[2], ARGV[4]) end
-return {taken, dropped, redis.call('GET', KEYS[3]) or ''}
+return {taken, dropped}
 """
 _DONE = _NOW + """
 for i = 3, #ARGV do
   redis.call('ZREM', KEYS[1], ARGV[i])
   redis.call('HDEL', KEYS[2], ARGV[i])
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then  -- nothing waits: no mark is needed (nor left behind)
-  redis.call('DEL', KEYS[2], KEYS[3])
+if redis.call('EXISTS', KEYS[1]) == 0 then  -- nothing waits: no claim counts are left behind
+  redis.call('DEL', KEYS[2])
   return 0
-end
-if ARGV[1] ~= '' and tonumber(ARGV[1]) > tonumber(redis.call('GET', KEYS[3]) or '0') then
-  redis.call('SET', KEYS[3], ARGV[1], 'EX', ARGV[2])
 end
 return #redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1)
 """
@@ -87,9 +83,9 @@ class Backlog:
         self._claim, self._done = r.register_script(_CLAIM), r.register_script(_DONE)
 
     def keys(self, user_id: str) -> list[str]:
-        """The user's entries, their claim counts, and when the newest message working memory read was said."""
+        """The user's entries and their claim counts."""
         key = backlog_key(self.namespace, user_id)
-        return [key, f"{key}:tries", f"{key}:observed"]
+        return [key, f"{key}:tries"]
 
     def add(self, pipe, user_id: str, thread_id: str, messages: Iterable[Message]) -> None:
         """Queue entries for ``messages`` on ``pipe``: the transaction that appends them to the thread."""
@@ -98,24 +94,21 @@ class Backlog:
             pipe.execute_command("EVAL", _ADD, 1, backlog_key(self.namespace, user_id), self.lease, KEEP_SECONDS,
                                  *members)
 
-    def done(self, user_id: str, thread_id: str, message_ids: Iterable[str], observed: float | None = None) -> bool:
-        """Their memory is written (or will never be): remove their entries; ``observed``: the working memory has
-        read the user's messages said up to then. Returns :meth:`due`, in the same round trip."""
+    def done(self, user_id: str, thread_id: str, message_ids: Iterable[str]) -> bool:
+        """Their memory is written (or will never be): remove their entries. Returns :meth:`due`, in the same round
+        trip."""
         members = [_member(thread_id, i) for i in message_ids]
-        return bool(self._done(keys=self.keys(user_id), args=["" if observed is None else repr(observed),
-                                                               KEEP_SECONDS, *members]))
+        return bool(self._done(keys=self.keys(user_id), args=["", KEEP_SECONDS, *members]))
 
     def due(self, user_id: str) -> bool:
         """Some entry's lease has passed (one cheap call)."""
         return self.done(user_id, "", ())
 
-    def claim(self, user_id: str, limit: int = 200) -> tuple[dict[str, list[str]], dict[str, list[str]], float]:
-        """Take up to ``limit`` entries whose lease has passed (each gets a new, doubled lease; one claimer wins):
-        ``({thread: message ids}, {thread: ids dropped after MAX_TRIES claims}, observed)``, oldest first, where
-        ``observed`` is when the newest message the working memory read was said (0: none)."""
-        taken, dropped, observed = self._claim(keys=self.keys(user_id),
-                                               args=[self.lease, MAX_TRIES, limit, KEEP_SECONDS])
-        return _by_thread(taken), _by_thread(dropped), float(observed or 0)
+    def claim(self, user_id: str, limit: int = 200) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """Take up to ``limit`` entries whose lease has passed (each gets a new lease, doubled after the first
+        claim; one claimer wins): ``({thread: message ids}, {thread: ids dropped after MAX_TRIES claims})``."""
+        taken, dropped = self._claim(keys=self.keys(user_id), args=[self.lease, MAX_TRIES, limit, KEEP_SECONDS])
+        return _by_thread(taken), _by_thread(dropped)
 
     def users(self) -> Iterator[str]:
         """Users with a backlog in this namespace (a SCAN over the keyspace: for a sweeper, not for a turn)."""

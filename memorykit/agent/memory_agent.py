@@ -31,7 +31,7 @@ from ..messages import Message, count_tokens
 from .background import KeyedWriter
 from .backlog import Backlog
 from .loop import run_tool_loop
-from .recovery import Recovering
+from .recovery import KEYS as RECOVERY_KEYS, Recovering
 from .reply import REPLY, SYSTEM_PROMPT, ReplyInput
 from .tools import memory_tools, tool_hits
 from .turn import BACKGROUND_STEPS, FOREGROUND_STEPS, Turn, reason as _reason, said as _said  # noqa: F401 (public)
@@ -121,11 +121,12 @@ class MemoryAgent(Recovering):
         """Wait for the background memory writes of one thread's earlier turns (no ids: of every thread)."""
         if (user_id is None) != (thread_id is None):
             raise ValidationError("flush takes both user_id and thread_id (one thread) or neither (all threads)")
-        while True:  # every thread: also what the writes waited for queued (a recovery)
-            for future in self._writes.wait(None if user_id is None else (user_id, thread_id)):
-                future.result()  # _background records its failures in the Turn; anything else is a bug: raise it
-            if user_id is not None or not self._writes.pending():
-                return
+        keys = [(user_id, thread_id)] if user_id is not None else self._writes.keys()
+        while keys:  # every thread: then the recoveries its writes queued (each chunk moves leases on: this ends)
+            for key in keys:
+                for future in self._writes.wait(key):
+                    future.result()  # _background records its failures in the Turn; anything else is a bug: raise
+            keys = [k for k in self._writes.keys() if k[1] in RECOVERY_KEYS] if user_id is None else []
 
     def pending(self, user_id: str | None = None, thread_id: str | None = None) -> int:
         """Background writes queued or running (for one thread, or for all)."""
@@ -349,38 +350,35 @@ class MemoryAgent(Recovering):
         return (self._forgotten.get(user_id, -1.0) >= token[0]
                 or (_failed(token) is None and _failed(now) is None and now[1] != token[1]))
 
-    def _background(self, turn: Turn, forgotten: tuple[float, str | None | Exception], recovering=False,
-                    observed: float = 0.0) -> None:
+    def _background(self, turn: Turn, forgotten: tuple[float, str | None | Exception], recovering=False) -> None:
         """The turn's memory steps; then its backlog entries go if they succeeded (or the user was forgotten), and
         the user's entries past their lease are recovered by a job of their own (not while recovering)."""
         uid, tid = turn.user_id, turn.thread_id
         try:
-            settled, read_up_to = self._remember(turn, forgotten, observed)
+            settled = self._remember(turn, forgotten, working=not recovering)
         finally:
             with self._unsaved_lock:
                 self._inflight.difference_update((uid, tid, m.id) for m in turn.saved)
         if self.backlog is None:
             return
         try:
-            due = self.backlog.done(uid, tid, [m.id for m in turn.saved] if settled else [], read_up_to)
+            due = self.backlog.done(uid, tid, [m.id for m in turn.saved] if settled else [])
             if due and not recovering:
                 self._recover_later(uid)
         except redis.RedisError as exc:  # the entries stay: a later turn or recover() finishes them
             log.warning("the memory backlog of user %r is out of reach: %s", uid, exc)
 
-    def _remember(self, turn: Turn, forgotten: tuple[float, str | None | Exception],
-                  observed: float = 0.0) -> tuple[bool, float | None]:
-        """The memory steps: whether nothing is left to remember (all succeeded, or the user was forgotten), and
-        when the newest message working memory read was said. Working memory keeps the latest word, so it skips a
-        recovered message said before one it has read (``observed``); long-term memory dates each fact instead."""
+    def _remember(self, turn: Turn, forgotten: tuple[float, str | None | Exception], working: bool = True) -> bool:
+        """The memory steps; True when nothing is left to remember (they all succeeded, or the user was forgotten).
+        A recovery leaves ``working`` memory alone: it keeps the latest word, and a recovered message may be older
+        than what it read since (long-term memory dates each fact instead)."""
         uid, tid = turn.user_id, turn.thread_id
 
         def forgotten_now() -> bool:  # forget_user ran since the turn began (checked before each step): write nothing
             return self._forgotten_since(uid, forgotten)
         if forgotten_now():
-            return True, None
+            return True
         told = [m for m in turn.saved if m.role == "user"]  # this turn's message, after any kept from before
-        read = [m for m in told if m.created_at > observed]
         if self.memory == "full":
             with self._step(turn, "index"):
                 self.recall.add(uid, tid, turn.saved)
@@ -389,21 +387,21 @@ class MemoryAgent(Recovering):
                 candidates = extract_memories(told, llm=self.llm) if told else []
             for candidate in candidates:  # user-told facts stay the user's, even general ones
                 if forgotten_now():
-                    return True, None
+                    return True
                 with self._step(turn, "remember"):
                     turn.memories_stored.append(self.store.remember(
                         candidate.content, user_id=uid, memory_type=candidate.type, llm=self.llm,
                         source_thread=tid, source_messages=[m.id for m in told],
                         observed_at=max(m.created_at for m in told)))  # when said: jobs of threads run in any order
-            for message in read:
+            for message in told if working else []:
                 if forgotten_now():
-                    return True, None
+                    return True
                 with self._step(turn, "working"):
                     self.working.observe(message, self.llm, user_id=uid, thread_id=tid)
         settled = not set(turn.failed_steps) & {"index", "extract", "remember", "working"}
         if forgotten_now():
-            return True, None
+            return True
         with self._step(turn, "summarize"):  # redone by every later turn: not worth a retry
             summarize_if_needed(self.history(uid, tid), self.llm, policy=self.summary_policy,
                                 embedder=self.embedder)  # the agent's own, not a second one loaded here
-        return settled, (max(m.created_at for m in read) if read and "working" not in turn.failed_steps else None)
+        return settled

@@ -29,9 +29,10 @@ class Recovering:
         """Remember what was stored but never remembered once its lease has passed: a process that died with its
         background writes queued, or a step that failed (a model outage). Each user's next turn does this in the
         background; call it from a sweeper or at start-up for users who do not come back (no ``user_id``: every
-        user with a backlog in the namespace, found by a SCAN). Users are done one after another, in this thread
-        when their writes here are idle (a sweep holds no background worker), chunk by chunk (their turns may
-        run in between); a user Redis fails for is logged and skipped. Returns one Turn per thread and chunk."""
+        user with a backlog in the namespace, found by a SCAN). Users are done one after another, chunk by chunk
+        (their turns may run in between), usually in this thread (a sweep rarely holds a background worker); a
+        user Redis fails for is logged and skipped. Working memory is left alone (see backlog.py). Returns one Turn
+        per thread and chunk."""
         if self.backlog is None:
             return []
         turns: list[Turn] = []
@@ -54,7 +55,7 @@ class Recovering:
         """Claim a chunk of the user's entries past their lease and run their memory steps (on the user's line);
         with ``follow``, queue the next chunk while more is due."""
         token = self._forget_token(uid)
-        taken, dropped, observed = self.backlog.claim(uid, limit=CHUNK)
+        taken, dropped = self.backlog.claim(uid, limit=CHUNK)
         for tid, ids in dropped.items():
             log.warning("gave up remembering %d message(s) of user %r thread %r: their memory steps failed %d times",
                         len(ids), uid, tid, 1 + MAX_TRIES)
@@ -68,7 +69,7 @@ class Recovering:
             if found:
                 told = [m for m in found if m.role == "user"]
                 turn = Turn(user_id=uid, thread_id=tid, user_message=(told or found)[-1], saved=found)
-                self._background(turn, token, recovering=True, observed=observed)
+                self._background(turn, token, recovering=True)
                 turns.append(turn)
                 log.info("remembered %d message(s) of user %r thread %r left by an earlier job", len(found), uid, tid)
         if follow and (taken or dropped) and self.backlog.due(uid):

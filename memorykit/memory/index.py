@@ -270,7 +270,8 @@ def forget_user(client: redis.Redis, namespace: str, user_id: str, embedder=None
     registry, other documents from the namespace's fixed indexes (when the server has a query engine), keys
     from fixed names, the user's thread list and the user's key registry. A new :func:`forget_mark` is set
     first, so writers begun earlier, in any process, can tell (``MemoryAgent`` checks it before each write)."""
-    check_id(user_id, "user_id")
+    check_id(user_id, "user_id")  # what a recovery could claim goes first: one that reads the mark after it finds none
+    client.delete(backlog_key(namespace, user_id), backlog_key(namespace, user_id) + ":tries")
     client.set(forget_mark_key(namespace, user_id), uuid.uuid4().hex, ex=FORGET_MARK_SECONDS)
     ids = client.zrange(_memids(namespace, user_id), 0, -1)
     memories = [user_key(namespace, "memory", user_id, mid) for mid in ids]
@@ -309,7 +310,7 @@ def user_keys(client: redis.Redis, namespace: str, user_id: str) -> set[str]:
     profile = user_key(namespace, "working:user", user_id)
     found = {threads_key, registry, profile, profile + ":history",
              user_key(namespace, "memaccess", user_id), user_key(namespace, "memvec", user_id),
-             _memids(namespace, user_id), *(backlog_key(namespace, user_id) + s for s in ("", ":tries", ":observed")),
+             _memids(namespace, user_id), *(backlog_key(namespace, user_id) + s for s in ("", ":tries")),
              *(user_key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES),
              *(key(namespace, "memhash", user_id, t) for t in MEMORY_TYPES)}  # ledgers named before the hash tag
     for thread in client.zrange(threads_key, 0, -1):
