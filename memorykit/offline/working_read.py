@@ -67,6 +67,8 @@ MIN_LOWERCASE_POPULATION = 100_000
 PAST_PLACE = 1            # a place the message says the user left ("lived in Dhaka ... moved to Kuala Lumpur",
 PAST_FLOOR = 0.1          # "in Manchester, originally from Ibadan") gives way to the one other place named, if the
                           # place model gives that one at least PAST_FLOOR (2026-11-27)
+CALL_ME = 1               # a name the user asks to be called by ("call me Wang Fang") replaces a stored one
+                          # whatever the tagger's probability (2026-11-27)
 PAST_WORDS = {"lived", "grew", "originally", "born", "formerly", "previously", "used"}
 MOVE_WORDS = {"moved", "moving", "relocated", "relocating", "came", "move", "relocate"}
 # 2026-11-26, same dev dialogs (main 394/460, 18/252 left; course splits unchanged by each):
@@ -372,6 +374,8 @@ def read(text: str) -> Reading:
         skip = _name_place(text, name, spans) if NAME_PLACE and not lower and not skip else frozenset()
         if not skip:
             break
+    if CALL_ME and name and re.search(r"\bcall me\s+" + re.escape(name.lower()) + r"\b", text.lower()):
+        confidence = max(confidence, 1.0)
     facts = read_facts(text, own=frozenset(name.lower().split()) if name else frozenset())
     change = change_model().prob(text)
     for fact in facts:
