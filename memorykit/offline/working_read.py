@@ -13,7 +13,7 @@ import numpy as np
 
 from .text import STOPWORDS, normalize
 from .working_change import change_model
-from .working_geo import ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup
+from .working_geo import ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup, now_place
 from .working_models import (
     Token, _is_word, _lexicon, casual, clauses, coarse, content, context_candidate, context_similarity, cosine, clause_matrix,
     embed_many, end_features, masked, mention_context, models, name_features,
@@ -64,13 +64,8 @@ PRONOUNS = {"it", "them", "that", "this", "those", "these", "one"}
 TIME_UNITS = {"year", "years", "month", "months", "week", "weeks", "day", "days", "today", "tomorrow",
               "tonight", "morning", "evening", "night", "weekend", "time", "now", "soon", "later"}
 MIN_LOWERCASE_POPULATION = 100_000
-PAST_PLACE = 1            # a place the message says the user left ("lived in Dhaka ... moved to Kuala Lumpur",
-PAST_FLOOR = 0.1          # "in Manchester, originally from Ibadan") gives way to the one other place named, if the
-                          # place model gives that one at least PAST_FLOOR (2026-11-27)
-CALL_ME = 1               # a name the user asks to be called by ("call me Wang Fang") replaces a stored one
-                          # whatever the tagger's probability (2026-11-27)
-PAST_WORDS = {"lived", "grew", "originally", "born", "formerly", "previously", "used"}
-MOVE_WORDS = {"moved", "moving", "relocated", "relocating", "came", "move", "relocate"}
+PAST_PLACE = 1            # a place the user left (``now_place``) gives way to the one other place named ...
+PAST_FLOOR = 0.1          # ... if the place model gives that one more than this (2026-11-27)
 # 2026-11-26, same dev dialogs (main 394/460, 18/252 left; course splits unchanged by each):
 NAME_PLACE = 1            # a place right after the name just given is part of the name (``_name_place``;
                           # "Hi, I'm Priya Raman."): no dev dialog changed
@@ -249,23 +244,12 @@ def read_place(text: str, toks: list[Token], lower: bool, skip: frozenset[int] =
     best = max(range(len(found)), key=lambda k: probs[k])
     if probs[best] <= PLACE_THRESHOLD:
         return None, spans, timed
-    if PAST_PLACE and len(found) > 1 and _left(toks, found[best][0]):
-        now = [k for k in range(len(found)) if not _left(toks, found[k][0]) and found[k][2] != found[best][2]]
-        if len(now) == 1 and probs[now[0]] > PAST_FLOOR:
-            best = now[0]
+    best = now_place(toks, found, probs, best, PAST_FLOOR) if PAST_PLACE else best
     i, j, place = found[best]
     outer = [p for a, _, p in found if a == j + 1 and toks[j].text == ","]
     if outer:
         place = lookup(" ".join(t.text for t in toks[i:j]), outer[0].name) or place
     return place, spans, timed
-
-
-def _left(toks: list[Token], i: int) -> bool:
-    """Whether the place at token ``i`` is one the user left: "lived in X", "originally from X", "moved from X"."""
-    before = [t.low for t in toks[max(0, i - 4):i]]
-    if set(before) & PAST_WORDS:
-        return True
-    return bool(before) and before[-1] == "from" and bool(set(before[:-1]) & MOVE_WORDS)
 
 
 # ---------------------------------------------------------------------------- goals and preferences
@@ -374,8 +358,6 @@ def read(text: str) -> Reading:
         skip = _name_place(text, name, spans) if NAME_PLACE and not lower and not skip else frozenset()
         if not skip:
             break
-    if CALL_ME and name and re.search(r"\bcall me\s+" + re.escape(name.lower()) + r"\b", text.lower()):
-        confidence = max(confidence, 1.0)
     facts = read_facts(text, own=frozenset(name.lower().split()) if name else frozenset())
     change = change_model().prob(text)
     for fact in facts:

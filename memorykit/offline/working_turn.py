@@ -48,7 +48,8 @@ def no_longer(span: str) -> bool:
     pairs = list(zip(low, low[1:]))
     if ("no", "longer") in pairs:
         return True
-    ends = [k for k, (a, b) in enumerate(pairs) if (a, b) == ("any", "more")] + [k for k, w in enumerate(low) if w == "anymore"]
+    ends = [k for k, pair in enumerate(pairs) if pair == ("any", "more")]
+    ends += [k for k, w in enumerate(low) if w == "anymore"]
     return any(w in _NEGATION or w.endswith("n't") for k in ends for w in low[:k])
 
 
