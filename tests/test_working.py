@@ -441,6 +441,55 @@ def test_a_clause_naming_a_stored_item_gives_it_up_but_a_question_does_not():
     assert given_up(facts, lists)[1] is None
 
 
+def test_a_value_said_to_hold_no_longer_gives_up_the_item_it_names_and_is_not_stored():
+    from memorykit.offline.working_read import Fact
+    from memorykit.offline.working_turn import given_up, no_longer
+
+    assert no_longer("I'm not vegan any more") and no_longer("no longer vegetarian")
+    assert no_longer("don't do keto anymore")
+    assert not no_longer("any more tips for vegan meals?") and not no_longer("more vegan recipes")
+    said = "My doctor wants me on eggs again, so I'm not vegan any more."
+    fact = Fact("dislike", "I'm not vegan any more", said, 1.0, 0.3, said)
+    lists = {"goal": ["Run a half marathon"], "style": ["Keep meals vegan", "Short answers"]}
+    assert given_up([fact], lists) == ([], ("style", "Keep meals vegan"))
+    (left,), gone = given_up([fact], {"goal": ["Run a half marathon"], "style": ["Short answers"]})
+    assert gone is None and left.kind == "release"   # names nothing stored: a turn that gives something up
+
+
+def test_a_dislike_naming_a_stored_item_in_a_changing_turn_gives_it_up():
+    from memorykit.offline.working_read import Fact
+    from memorykit.offline.working_turn import given_up
+
+    said = "Two weeks of keto and I'm exhausted, keto is not for me. Back to ordinary meals."
+    lists = {"goal": ["Run two 5k races"], "style": ["Try a keto diet", "Short answers"]}
+    fact = Fact("dislike", "keto is not for me", said, 1.0, 0.9, said)
+    assert given_up([fact], lists) == ([], ("style", "Try a keto diet"))
+    calm = Fact("dislike", "keto is not for me", said, 1.0, 0.2, said)   # a turn not read as a change
+    assert given_up([calm], lists) == ([calm], None)
+
+
+def test_a_place_the_user_left_gives_way_to_the_one_they_live_in_now():
+    from memorykit.offline.working_geo import left_place, now_place
+    from memorykit.offline.working_models import tokens
+
+    toks = tokens("I lived in Porto for years, but last month I moved to Oslo.")
+    porto, oslo = (next(k for k, t in enumerate(toks) if t.text == w) for w in ("Porto", "Oslo"))
+    assert left_place(toks, porto) and not left_place(toks, oslo)
+    found = [(porto, porto + 1, "Porto"), (oslo, oslo + 1, "Oslo")]
+    assert now_place(toks, found, [0.8, 0.3], 0, 0.1) == 1
+    assert now_place(toks, found, [0.8, 0.05], 0, 0.1) == 0   # the other place too unsure: left as read
+    toks = tokens("I'm from Porto, visiting Oslo next week.")   # "from" alone is where someone lives
+    assert not left_place(toks, next(k for k, t in enumerate(toks) if t.text == "Porto"))
+
+
+def test_a_name_the_user_asks_to_be_called_replaces_a_stored_one(r, ns, llm):
+    wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE, scope="user")
+    for text in ("Hello, my name is Margarethe.", "Actually, please call me Grete from now on."):
+        wm.observe(text, llm, user_id="grete")
+    profile = wm.get("grete")
+    assert "Grete" in profile and "Margarethe" not in profile
+
+
 def test_a_relatives_plan_or_home_is_not_the_users(r, ns, llm):
     """"my wife would like to ..., she ..." is her plan; "my brother lives in X, he ..." is his home."""
     wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE, scope="user")

@@ -227,3 +227,25 @@ def explicit_timezones(text: str) -> list[tuple[int, str]]:
                 taken_names.append((m.start(), m.end()))
                 found.append((m.start(), zone))
     return found
+
+
+PAST_WORDS = {"lived", "grew", "originally", "born", "formerly", "previously", "used"}
+MOVE_WORDS = {"moved", "moving", "relocated", "relocating", "came", "move", "relocate"}
+
+
+def left_place(toks: list, i: int) -> bool:
+    """Whether the place at token ``i`` is one the user left ("lived in Dhaka ... moved to Kuala Lumpur", "in
+    Manchester, originally from Ibadan", "moved from X"): such a word in the four tokens before it."""
+    before = [t.low for t in toks[max(0, i - 4):i]]
+    if set(before) & PAST_WORDS:
+        return True
+    return bool(before) and before[-1] == "from" and bool(set(before[:-1]) & MOVE_WORDS)
+
+
+def now_place(toks: list, found: list, probs, best: int, floor: float) -> int:
+    """Which of the places ``found`` ((start, end, place) with the place model's ``probs``) is the user's now: the
+    surest (``best``), unless the user left it and exactly one other place named, given more than ``floor``, was not."""
+    if len(found) < 2 or not left_place(toks, found[best][0]):
+        return best
+    now = [k for k in range(len(found)) if not left_place(toks, found[k][0]) and found[k][2] != found[best][2]]
+    return now[0] if len(now) == 1 and probs[now[0]] > floor else best

@@ -13,7 +13,7 @@ import numpy as np
 
 from .text import STOPWORDS, normalize
 from .working_change import change_model
-from .working_geo import ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup
+from .working_geo import ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup, now_place
 from .working_models import (
     Token, _is_word, _lexicon, casual, clauses, coarse, content, context_candidate, context_similarity, cosine, clause_matrix,
     embed_many, end_features, masked, mention_context, models, name_features,
@@ -64,6 +64,8 @@ PRONOUNS = {"it", "them", "that", "this", "those", "these", "one"}
 TIME_UNITS = {"year", "years", "month", "months", "week", "weeks", "day", "days", "today", "tomorrow",
               "tonight", "morning", "evening", "night", "weekend", "time", "now", "soon", "later"}
 MIN_LOWERCASE_POPULATION = 100_000
+PAST_PLACE = 1            # a place the user left (``now_place``) gives way to the one other place named ...
+PAST_FLOOR = 0.1          # ... if the place model gives that one more than this (2026-11-27)
 # 2026-11-26, same dev dialogs (main 394/460, 18/252 left; course splits unchanged by each):
 NAME_PLACE = 1            # a place right after the name just given is part of the name (``_name_place``;
                           # "Hi, I'm Priya Raman."): no dev dialog changed
@@ -242,6 +244,7 @@ def read_place(text: str, toks: list[Token], lower: bool, skip: frozenset[int] =
     best = max(range(len(found)), key=lambda k: probs[k])
     if probs[best] <= PLACE_THRESHOLD:
         return None, spans, timed
+    best = now_place(toks, found, probs, best, PAST_FLOOR) if PAST_PLACE else best
     i, j, place = found[best]
     outer = [p for a, _, p in found if a == j + 1 and toks[j].text == ","]
     if outer:

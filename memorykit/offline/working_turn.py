@@ -10,8 +10,8 @@ structure of the turn and the stored items' own words, not from the words of any
 from __future__ import annotations
 
 from . import working_read
-from .working_models import clause_matrix, coarse, content, models
-from .working_contrast import contrast
+from .working_models import clause_matrix, coarse, content, models, tokens
+from .working_contrast import NUMBER_WORDS, contrast
 from .working_read import TIME_UNITS, Fact, clause_pieces, pair_rows, parse_item
 
 OLD_FIRST = 1             # in a changing turn, an earlier fact sharing words (not in the last fact of its group)
@@ -21,11 +21,36 @@ MENTION = 1               # a clause stating no fact that names exactly one stor
 MENTION_FLOOR = 0.5       # ... if the revision model gives the clause (as a drop / release) at least this for it
 MENTION_CHANGE = 0.0      # ... in a turn the change model gives at least this
 LEAD_OLD = 1              # a replacing fact "old part, new part" keeps the part after the comma (``lead_cut``)
+RESTATED = 1              # in a changing turn, a dislike naming exactly one stored item, of either group, by words
+                          # (not times or numbers) no other fact of the turn has, restates the old value: that item
+                          # is given up and the fact is not stored ("the fasting is not for me", "I tried low-carb
+                          # ... I'm going back to normal eating"). 2: any fact before another one too ("the abs
+                          # thing ... I want to ..."): old dev 402 -> 398 (lost "Spanish", "20 minute talk"): not kept
+NO_LONGER = 1             # a fact saying its value holds no longer ("I'm not pescatarian any more", "no longer
+                          # vegetarian") is not stored: it gives up the one stored item it names, else it is read
+                          # as a turn that gives something up and names nothing new (a release)
+_NEGATION = {"not", "no", "never", "nor"}
 
 
 def _words(text: str) -> set[str]:
     """Content words, hyphenated ones apart too ("the screen-time limit" names "screen time")."""
     return content(text) | content(text.replace("-", " "))
+
+
+def _named(text: str) -> set[str]:
+    """Content words that can name a stored item: not times, numbers or number words ("two weeks")."""
+    return {w for w in _words(text) if w not in TIME_UNITS and w not in NUMBER_WORDS and not w[:1].isdigit()}
+
+
+def no_longer(span: str) -> bool:
+    """Whether a span says its value holds no longer: "no longer X", "not X any more / anymore"."""
+    low = [t.low for t in tokens(span)]
+    pairs = list(zip(low, low[1:]))
+    if ("no", "longer") in pairs:
+        return True
+    ends = [k for k, pair in enumerate(pairs) if pair == ("any", "more")]
+    ends += [k for k, w in enumerate(low) if w == "anymore"]
+    return any(w in _NEGATION or w.endswith("n't") for k in ends for w in low[:k])
 
 
 def _stored(lists: dict[str, list[str]], group: str) -> list[tuple[str, str, set[str]]]:
@@ -44,6 +69,15 @@ def given_up(facts: list[Fact], lists: dict[str, list[str]]) -> tuple[list[Fact]
     if not facts or facts[0].kind == "release":
         return facts, None
     change = facts[0].change
+    if NO_LONGER:
+        for f in facts:
+            if f.kind != "drop" and no_longer(f.span):
+                rest = [x for x in facts if x is not f]
+                hits = [(s, i) for group in ("goal", "pref") for s, i, _ in _stored(lists, group)
+                        if _named(f.span) & _words(parse_item(i, s)[1])]
+                if len(hits) == 1:
+                    return rest, hits[0]
+                return rest or [Fact("release", f.message, f.message, 1.0, change, f.message)], None
     for group in ("goal", "pref"):
         same = [f for f in facts if coarse(f.kind) == group and f.kind != "drop"]
         if not OLD_FIRST or len(same) < 2 or change <= working_read.CHANGE_THRESHOLD:
@@ -52,6 +86,16 @@ def given_up(facts: list[Fact], lists: dict[str, list[str]]) -> tuple[list[Fact]
         for f in same[:-1]:
             hits = [(s, i) for s, i, words in _stored(lists, group) if (content(f.span) & words) - newest]
             if len(hits) == 1 and not contrast(f.span):   # "six hours instead of eight" is a new value
+                return [x for x in facts if x is not f], hits[0]
+    if RESTATED and change > working_read.CHANGE_THRESHOLD:
+        for n, f in enumerate(facts):
+            if f.kind == "drop" or not (f.kind == "dislike" or RESTATED > 1 and n < len(facts) - 1) or contrast(f.span):
+                continue
+            others = set().union(*(_words(x.span) for x in facts if x is not f))
+            mine = _named(f.span) - others
+            hits = [(s, i) for group in ("goal", "pref") for s, i, _ in _stored(lists, group)
+                    if mine & _words(parse_item(i, s)[1])]
+            if len(hits) == 1:
                 return [x for x in facts if x is not f], hits[0]
     if not MENTION or change < MENTION_CHANGE:
         return facts, None
