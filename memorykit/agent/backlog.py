@@ -57,7 +57,7 @@ if #due > 0 then redis.call('EXPIRE', KEYS[2], ARGV[4]) end
 return {taken, dropped}
 """
 _DONE = _NOW + """
-for i = 3, #ARGV do
+for i = 1, #ARGV do
   redis.call('ZREM', KEYS[1], ARGV[i])
   redis.call('HDEL', KEYS[2], ARGV[i])
 end
@@ -98,7 +98,7 @@ class Backlog:
         """Their memory is written (or will never be): remove their entries. Returns :meth:`due`, in the same round
         trip."""
         members = [_member(thread_id, i) for i in message_ids]
-        return bool(self._done(keys=self.keys(user_id), args=["", KEEP_SECONDS, *members]))
+        return bool(self._done(keys=self.keys(user_id), args=members))
 
     def due(self, user_id: str) -> bool:
         """Some entry's lease has passed (one cheap call)."""

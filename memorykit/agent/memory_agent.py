@@ -205,9 +205,9 @@ class MemoryAgent(Recovering):
         turn.reply_message, turn.reply = reply, reply.content
         with self._timed(turn, "store"):
             self._store(history, extra, reply, turn)
-        with self._step(turn, "tool_hits"):  # after the store: a failure here cannot lose the reply (tools mode:
-            turn.memories_used = (tool_hits(self.store, turn.user_id, turn.tool_calls, turn.tool_results)
-                                  or turn.memories_used)  # what the model found through search_memory is used)
+        with self._step(turn, "tool_hits"):  # after the store: a failure here cannot lose the reply
+            found = tool_hits(self.store, turn.user_id, turn.tool_calls, turn.tool_results)  # tools mode: what the
+            turn.memories_used = found or turn.memories_used  # model found through search_memory was used
 
     def _store(self, history: ChatHistory, extra: list[Message], reply: Message, turn: Turn) -> None:
         """Save the tool steps and the reply; steps a store rejects are dropped (and reported), never the reply."""
@@ -230,8 +230,8 @@ class MemoryAgent(Recovering):
         try:
             if down is not None:  # not tried again: each try at a server that is down waits for the client's retries
                 raise down
-            backlog = self.backlog and (lambda pipe, msgs: self.backlog.add(pipe, *slot, msgs))
-            history.append([*self._not_landed(history, waiting), *messages], also=backlog or None)
+            also = None if self.backlog is None else (lambda pipe, msgs: self.backlog.add(pipe, *slot, msgs))
+            history.append([*self._not_landed(history, waiting), *messages], also=also)  # one transaction
             turn.saved.extend([*waiting, *messages])  # kept ones too, landed or not: remembered with this turn's
             with self._unsaved_lock:
                 kept = self._unsaved.get(slot, [])
