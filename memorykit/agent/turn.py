@@ -6,7 +6,7 @@ from typing import Any
 
 import redis
 
-from ..llm.task import TaskFailed, Usage
+from ..llm.task import TaskFailed, Usage, total_cost
 from ..memory.long_term import MemoryHit
 from ..messages import Message
 
@@ -62,9 +62,8 @@ class Turn:
 
     @property
     def cost(self) -> float | None:
-        """USD for this turn's model calls by the price table (0 offline or local; None if a model is unpriced)."""
-        costs = [u.cost for u in self.usage]
-        return None if any(c is None for c in costs) else sum(costs)
+        """USD for this turn's model calls (see ``total_cost``)."""
+        return total_cost(self.usage)
 
     def __repr__(self) -> str:
         state = f"error={self.error!r}" if self.error else f"reply={self.reply!r}"

@@ -132,6 +132,12 @@ def track_usage() -> Iterator[list[Usage]]:
         _collectors.reset(token)
 
 
+def total_cost(usage: Sequence[Usage]) -> float | None:
+    """USD for these calls by the price table (0 offline or local; None if any model is unpriced)."""
+    costs = [u.cost for u in usage]
+    return None if any(c is None for c in costs) else sum(costs)
+
+
 @dataclass
 class UsageMeter:
     """Every task call one model client made while the meter ran, from any thread: calls, tokens, cost."""
@@ -144,8 +150,7 @@ class UsageMeter:
 
     @property
     def cost(self) -> float | None:
-        costs = [u.cost for u in self.calls]
-        return None if any(c is None for c in costs) else sum(costs)
+        return total_cost(self.calls)
 
     def __str__(self) -> str:
         reasoning = sum(u.reasoning_tokens for u in self.calls)
