@@ -173,7 +173,7 @@ three lower (-0.015 .. -0.024, beyond fold noise) and none reads polarity better
 windows chose. Why: on the training files' feedback turns VADER's compound alone has the sign of the label for
 308 of 387 positive turns (46 opposite, 33 zero) but only 149 of 449 negative ones (208 positive, 92 zero): a
 complaint here is mostly polite ("thanks, but ..."), so a sentiment lexicon reads the courtesy, not the judgement.
-Not shipped (option since removed), no independent look; other scales of the features not run.
+Not shipped (option since removed; the code is in commit 0eedca2), no independent look; other scales not run.
 
 With ``--encoder`` each fold also trains a cross-encoder's LoRA adapters (``benchmarks/feedback_encoder.py``,
 an experiment that is not shipped) on its training windows minus the threshold-choosing dev windows, and
@@ -290,13 +290,6 @@ VARIANTS = {     # name: files positive-or-negative / the attachment model train
     "stage2x-c.25": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_c": 0.25},
                      FIVE + ("feedback_7.jsonl",)),
 }
-SHIPPED_3Q = {**SHIPPED, "stage": "cross", "stage_blend": (0.75,)}
-SEVEN = FIVE + ("feedback_7.jsonl",)
-VARIANTS.update({       # VADER's scores (2026-11-27, feedback_model.SENTIMENT*) on the shipped stage2x-3q
-    "vader-sign": (SEVEN, None, {**SHIPPED_3Q, "sentiment": "sign"}, SEVEN),
-    "vader-both": (SEVEN, None, {**SHIPPED_3Q, "sentiment": "both"}, SEVEN),
-    "vader-blend": (SEVEN, None, {**SHIPPED_3Q, "sentiment_blend": (0.5, 0.2)}, SEVEN),
-})
 
 
 def variant_files(args, v: str) -> tuple:

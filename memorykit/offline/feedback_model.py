@@ -130,9 +130,6 @@ STAGE = "cross"              # the second stage (feedback_stage), shipped 2026-1
 STAGE_PARTS, STAGE_C = 3, 1.0     # windows) or "cross" (and cross-fitted on thirds of the training windows); its C
 STAGE_DROP: tuple[str, ...] = ()  # second-stage features left out (feedback_stage.NAMES)
 STAGE_BLENDS = (0.75,)       # shares of the second stage's P(feedback) in the one read (the rest: the first's)
-SENTIMENT = ""               # VADER's scores as features: "" none, "sign" positive-or-negative's, "both" also detection's
-SENTIMENT_SCALE = 1.0        # their scale against the other features
-SENTIMENT_BLEND: tuple[float, float] = ()      # (share, unsure): P(negative) within ``unsure`` of 0.5 moved to VADER
 
 
 def window_of(row: dict) -> Window:
@@ -174,29 +171,6 @@ def head_and_tail(text: str) -> tuple[str, str]:
     """A turn of two or more sentences as (all but its last sentence, its last); one sentence: (text, "")."""
     parts = sentences(text)
     return (" ".join(parts[:-1]), parts[-1]) if len(parts) > 1 else (text, "")
-
-
-@functools.lru_cache(maxsize=1)
-def _vader():
-    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
-    return SentimentIntensityAnalyzer()
-
-
-@functools.lru_cache(maxsize=65_536)
-def tone(text: str) -> tuple[float, ...]:
-    """VADER's lexicon-and-rules reading of ``text`` (negation, intensifiers, "but", emoji): compound, pos, neg, neu."""
-    s = _vader().polarity_scores(text) if text.strip() else {}
-    return tuple(float(s.get(k, 0.0)) for k in ("compound", "pos", "neg", "neu"))
-
-
-def tone_features(texts: Sequence[str], scale: float = 1.0) -> np.ndarray:
-    """VADER's scores of each turn, of its last sentence and of its head (all but the last; zeros for one sentence)."""
-    rows = []
-    for t in texts:
-        head, tail = head_and_tail(t)
-        rows.append(tone(t) + tone(tail or t) + (tone(head) if tail else (0.0,) * 4))
-    return scale * np.asarray(rows, dtype=np.float32).reshape(len(texts), 12)
 
 
 def numbers(text: str) -> set[str]:
@@ -255,10 +229,8 @@ class FeedbackModel:
                  polarity: Sequence[Window] | None = None, sentence_weight: float = 1.0, own_vocab: bool = False,
                  split: bool = False, grid: str = "threshold", stage: str = "", stage_c: float = STAGE_C,
                  stage_parts: int = STAGE_PARTS, stage_drop: tuple[str, ...] = STAGE_DROP,
-                 stage_blend: tuple[float, ...] = STAGE_BLENDS, sentiment: str = SENTIMENT,
-                 sentiment_scale: float = SENTIMENT_SCALE, sentiment_blend: tuple[float, float] = SENTIMENT_BLEND):
+                 stage_blend: tuple[float, ...] = STAGE_BLENDS):
         self.vectors, self.split, self.grid, self.stage = Embeddings(embedder), split, grid, None
-        self.sentiment, self.sentiment_scale, self.sentiment_blend = sentiment, sentiment_scale, sentiment_blend
         self.stage_blends = tuple(stage_blend) if stage else (1.0,)
         rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
         rows += [(text, "", label, False) for text, label in sentences]
@@ -308,19 +280,9 @@ class FeedbackModel:
 
     def detection_features(self, x, texts: Sequence[str]):
         """Feedback-or-none's features: the turn's (``x``), and its parts when ``split``."""
-        from scipy.sparse import csr_matrix, hstack
+        from scipy.sparse import hstack
 
-        if getattr(self, "sentiment", "") == "both":
-            x = hstack([x, csr_matrix(tone_features(texts, self.sentiment_scale))]).tocsr()
         return hstack([x, self.split_features(texts)]).tocsr() if self.split else x
-
-    def sign_features(self, px, texts: Sequence[str]):
-        """Positive-or-negative's features: the turn's (``px``), and VADER's scores when ``sentiment``."""
-        from scipy.sparse import csr_matrix, hstack
-
-        if not getattr(self, "sentiment", ""):
-            return px
-        return hstack([px, csr_matrix(tone_features(texts, self.sentiment_scale))]).tocsr()
 
     def turn_features(self, texts: Sequence[str], previous: Sequence[str]):
         return self.detection_features(self.features([self.vocab], texts, previous)[0], texts)
@@ -330,8 +292,7 @@ class FeedbackModel:
         from sklearn.linear_model import LogisticRegression
 
         vocab = vocabulary([r[0] for r in signs]) if self.own_vocab else self.vocab
-        px = self.sign_features(self.features([vocab], [r[0] for r in signs], [r[1] for r in signs])[0],
-                                [r[0] for r in signs])
+        px = self.features([vocab], [r[0] for r in signs], [r[1] for r in signs])[0]
         return (LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x, given),
                 (vocab, LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(
                     px, [r[2] for r in signs], sample_weight=[r[3] for r in signs])))
@@ -357,13 +318,8 @@ class FeedbackModel:
             return np.zeros((0, len(LABELS)))
         (detect, (vocab, sign)) = self.turns
         x, px = self.features([self.vocab, vocab], texts, previous)
-        x, px = self.detection_features(x, texts), self.sign_features(px, texts)
+        x = self.detection_features(x, texts)
         given, negative = detect.predict_proba(x)[:, 1], sign.predict_proba(px)[:, 1]
-        if getattr(self, "sentiment_blend", ()):       # VADER's compound where the model is unsure of the sign
-            share, unsure = self.sentiment_blend
-            lexicon = np.asarray([(1.0 - tone(t)[0]) / 2.0 for t in texts])
-            near = (np.abs(negative - 0.5) < unsure) & (lexicon != 0.5)
-            negative = np.where(near, (1.0 - share) * negative + share * lexicon, negative)
         return np.stack([1.0 - given, given * (1.0 - negative), given * negative], axis=1)
 
     def attach_probabilities(self, pairs: Sequence[tuple[str, str]], j: int, turn: str | None = None) -> np.ndarray:
