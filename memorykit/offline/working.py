@@ -22,6 +22,8 @@ FIELD_KINDS = {"name": "name", "timezone": "timezone", "goal": "goals", "like": 
                "dislike": "dislikes", "style": "preferences"}
 FIELD_THRESHOLD = 0.5
 SIDE_FIRST = 1            # a replacing fact keeps its contrast's new side before the replaced words are cut
+OWN_TURN = 1              # a fact never replaces an item its own message stored (2026-11-27: "I want to get back into
+                          # a fitness routine. ... now I get winded on the stairs" lost the first goal to the second)
 LIST_KINDS = ("goal", "like", "dislike", "style")
 _KV = re.compile(r"^(\s*[-*]\s*)([^:]{1,40}):(.*)$")
 _EMPTY_BULLET = re.compile(r"^\s*[-*]\s*(?:\.\.\.|…|\(none\)|none|n/a|tbd)?\s*$", re.IGNORECASE)
@@ -56,6 +58,7 @@ class Lists:
         self.lists = {k: list(v) for k, v in lists.items()}
         self.log: list[str] = []
         self.changed: set[str] = set()   # messages that already replaced an item (a turn changes one thing)
+        self.added: dict[str, set[str]] = {}   # items each message stored (``OWN_TURN``: not replaced by it)
 
     def apply(self, fact: Fact) -> None:
         if fact.kind == "release":
@@ -72,14 +75,16 @@ class Lists:
         if target is None:
             return
         removed = []
+        own = self.added.get(fact.message, set()) if OWN_TURN else set()
         for kind, items in self.lists.items():
             if (kind == "goal") != (fact.kind in ("goal", "drop")):
                 continue
+            items = [i for i in items if i not in own]
             named = named_old(fact, items, kind) if fact.message not in self.changed else None
             gone = [named] if named else replaces(fact, items, kind, turn_may_replace=fact.message not in self.changed)
             if gone:
                 self.changed.add(fact.message)
-                self.lists[kind] = [i for i in items if i not in gone]
+                self.lists[kind] = [i for i in self.lists[kind] if i not in gone]
                 self.log.append("removed " + "; ".join(gone))
                 removed += [(item, kind) for item in gone]
         if fact.kind == "drop":
@@ -92,6 +97,7 @@ class Lists:
         item = fact.item if target in ("goal", "style") else Fact("style", fact.span, fact.clause).item
         if item.lower() not in (i.lower() for i in self.lists[target]):
             self.lists[target].append(item)
+            self.added.setdefault(fact.message, set()).add(item)
             self.log.append(f"{fact.kind}: {item}")
 
 
