@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..memory.working_tools import WorkingInput, WorkingUpdate
-from .working_models import cosine
+from .working_models import content, cosine
 from . import working_intro, working_read, working_turn
 from .working_contrast import named_old, new_side, without_old
 from .working_read import Fact, Reading, replaces
@@ -23,7 +23,9 @@ FIELD_KINDS = {"name": "name", "timezone": "timezone", "goal": "goals", "like": 
 FIELD_THRESHOLD = 0.5
 SIDE_FIRST = 1            # a replacing fact keeps its contrast's new side before the replaced words are cut
 OWN_TURN = 1              # a fact never replaces an item its own message stored (2026-11-27: "I want to get back into
-                          # a fitness routine. ... now I get winded on the stairs" lost the first goal to the second)
+                          # a fitness routine. ... now I get winded on the stairs" lost the first goal to the second),
+                          # unless that item replaced one sharing its words (the old value restated: "I have found the
+                          # detailed explanations overwhelming. Brief summaries would suit me better")
 LIST_KINDS = ("goal", "like", "dislike", "style")
 _KV = re.compile(r"^(\s*[-*]\s*)([^:]{1,40}):(.*)$")
 _EMPTY_BULLET = re.compile(r"^\s*[-*]\s*(?:\.\.\.|…|\(none\)|none|n/a|tbd)?\s*$", re.IGNORECASE)
@@ -97,7 +99,9 @@ class Lists:
         item = fact.item if target in ("goal", "style") else Fact("style", fact.span, fact.clause).item
         if item.lower() not in (i.lower() for i in self.lists[target]):
             self.lists[target].append(item)
-            self.added.setdefault(fact.message, set()).add(item)
+            old = set().union(*(content(working_read.parse_item(i, k)[1]) for i, k in removed)) if removed else set()
+            if not content(working_read.parse_item(item, target)[1]) & old:   # else the old value restated: a
+                self.added.setdefault(fact.message, set()).add(item)          # later fact may still replace it
             self.log.append(f"{fact.kind}: {item}")
 
 
