@@ -502,7 +502,8 @@ def test_a_relatives_plan_or_home_is_not_the_users(r, ns, llm):
 
 
 def test_a_release_is_left_alone_when_it_is_unclear_which_item_it_means():
-    from memorykit.offline.working_read import read, released
+    from memorykit.offline.working_phrase import released
+    from memorykit.offline.working_read import read
 
     (fact,) = read("Scratch the TOEIC, my company doesn't need it anymore.").facts
     assert fact.kind == "release"
@@ -566,18 +567,20 @@ def test_a_fact_does_not_replace_an_item_its_own_message_stored():
     lists = Lists({"goal": [], "style": []})
     lists.apply_all([first, second])
     assert lists.lists["goal"] == ["Get back into a fitness routine", "Train before work at 6:30"]
-    later = "Change of plan, I want to swim before work instead."   # another message may replace either
-    lists.apply_all([Fact("goal", "swim before work", later, 1.0, 0.9, later)])
-    assert "Swim before work" in lists.lists["goal"] and len(lists.lists["goal"]) == 2
+    later = "Change of plan, I want to swim in the lake instead."   # another message may replace either
+    lists.apply_all([Fact("goal", "swim in the lake", later, 1.0, 0.9, later)])
+    assert "Swim in the lake" in lists.lists["goal"] and len(lists.lists["goal"]) == 2
 
 
 def test_a_statement_that_something_holds_no_longer_gives_something_up():
-    from memorykit.offline.working_read import read, says_no_longer
+    from memorykit.offline.working_phrase import says_no_longer
+    from memorykit.offline.working_read import read
 
     assert says_no_longer("My grandson showed me how, so that goal is no longer necessary.")
     assert says_no_longer("I don't need the tables any more.")
     assert not says_no_longer("Is the plan no longer valid?") and not says_no_longer("Any more tips for the plan?")
-    assert [f.kind for f in read("My grandson showed me how, so that goal is no longer necessary.").facts] == ["release"]
+    facts = read("My grandson showed me how, so that goal is no longer necessary.").facts
+    assert facts and {f.kind for f in facts} <= {"drop", "release"}   # gives something up, stores nothing
 
 
 @pytest.mark.parametrize("piece, value", [
@@ -587,7 +590,7 @@ def test_a_statement_that_something_holds_no_longer_gives_something_up():
     ("tea instead of coffee", None), ("instead", None),
 ])
 def test_a_value_set_instead_of_something(piece, value):
-    from memorykit.offline.working_read import instead_value
+    from memorykit.offline.working_phrase import instead_value
 
     assert instead_value(piece) == value
 
@@ -615,6 +618,6 @@ def test_x_instead_replaces_the_item_a_changing_turn_gives_up_and_nothing_in_a_c
     ("My goal is", "My goal", "goal", "My goal"),
 ])
 def test_a_span_that_labels_what_follows_is_read_from_after_it(piece, span, kind, want):
-    from memorykit.offline.working_read import after_label
+    from memorykit.offline.working_phrase import after_label
 
     assert want in after_label(piece, span, kind)

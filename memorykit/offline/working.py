@@ -14,7 +14,7 @@ from typing import Any
 
 from ..memory.working_tools import WorkingInput, WorkingUpdate
 from .working_models import content, cosine
-from . import working_intro, working_read, working_turn
+from . import working_intro, working_phrase, working_read, working_turn
 from .working_contrast import named_old, new_side, without_old
 from .working_read import Fact, Reading, replaces
 
@@ -126,7 +126,7 @@ class Lists:
 
     def release(self, fact: Fact) -> None:
         """A turn that gives something up and names nothing new: remove the item it is surely about."""
-        hit = working_read.released(fact, self.lists) if fact.message not in self.changed else None
+        hit = working_phrase.released(fact, self.lists) if fact.message not in self.changed else None
         if hit:
             section, item = hit
             self.changed.add(fact.message)

@@ -66,19 +66,6 @@ TIME_UNITS = {"year", "years", "month", "months", "week", "weeks", "day", "days"
 MIN_LOWERCASE_POPULATION = 100_000
 PAST_PLACE = 1            # a place the user left (``now_place``) gives way to the one other place named ...
 PAST_FLOOR = 0.1          # ... if the place model gives that one more than this (2026-11-27)
-LABEL = 1                 # a span that only labels what follows it ("My target" of "My target is IELTS 7.5", "Small
-                          # update" of "Small update: ...") is read again from after the colon or the "is"
-_DETERMINERS = {"my", "our", "the", "this", "that", "a", "an", "new", "main", "one"}
-INSTEAD = 1               # a clause "X instead" (no "of"), not a question, read as no fact or as a dislike, sets X in
-                          # place of something: in a changing turn it replaces the item the revision model is sure
-                          # the turn gives up, in that item's list ("Cardiologist said no. Cold showers instead.")
-INSTEAD_FLOOR = 0.1       # ... ranked first by the revision model at least this sure (and ``RELEASE_MARGIN`` ahead):
-                          # "instead" says something is replaced, the model only which (as ``CHANGE_FLOOR``)
-QUESTION_START = {"can", "could", "should", "would", "will", "shall", "may", "do", "does", "did", "is", "are", "am",
-                  "what", "how", "why", "which", "where", "when", "who"}   # a clause asking, not stating
-NO_LONGER_CLAUSE = 1      # a message with no fact and a statement that something holds no longer ("so that goal is
-                          # no longer necessary") gives something up whatever the change model says: a release
-                          # (``released`` still removes an item only when the revision model is sure which one)
 # 2026-11-26, same dev dialogs (main 394/460, 18/252 left; course splits unchanged by each):
 NAME_PLACE = 1            # a place right after the name just given is part of the name (``_name_place``;
                           # "Hi, I'm Priya Raman."): no dev dialog changed
@@ -94,7 +81,7 @@ class Fact:
     confidence: float = 1.0
     change: float = 0.0   # the turn-level probability that the message changes a stored goal or preference
     message: str = ""     # the whole message (a turn replaces at most one item on the change model's word)
-    swap: bool = False    # ``INSTEAD``: a value set in place of an item the turn does not name ("X instead")
+    swap: bool = False    # ``working_phrase.INSTEAD``: a value set in place of an item the turn does not name ("X instead")
 
     @property
     def item(self) -> str:
@@ -334,6 +321,7 @@ def someone_elses(piece: str, span: str, own: frozenset[str] = frozenset(), text
 def read_facts(text: str, second: bool = True, own: frozenset[str] = frozenset(), message: str = "") -> list[Fact]:
     """Goal / drop / like / dislike / style facts, one per clause the classifier is confident about
     (``second``: and one more from what follows the span after a comma)."""
+    from . import working_phrase
     pieces = clause_pieces(text)
     if not pieces:
         return []
@@ -343,8 +331,8 @@ def read_facts(text: str, second: bool = True, own: frozenset[str] = frozenset()
     facts: list[Fact] = []
     for n, (piece, row) in enumerate(zip(pieces, probs)):
         kind = labels[int(row.argmax())]
-        if INSTEAD and kind in ("none", "dislike"):
-            value = instead_value(piece)
+        if working_phrase.INSTEAD and kind in ("none", "dislike"):
+            value = working_phrase.instead_value(piece)
             if value:
                 best = max(("goal", "like", "style"), key=lambda k: row[labels.index(k)])
                 facts.append(Fact(best, value, piece, float(row[labels.index(best)]), swap=True))
@@ -352,7 +340,7 @@ def read_facts(text: str, second: bool = True, own: frozenset[str] = frozenset()
         if kind == "none" or row.max() < CLAUSE_THRESHOLD:
             continue
         span = _span(piece, kind)
-        span = after_label(piece, span, kind) if LABEL and span else span
+        span = working_phrase.after_label(piece, span, kind) if working_phrase.LABEL and span else span
         if span and span.lower().strip(" .,!?") in PRONOUNS and n > 0:
             span = _span(pieces[n - 1], "like")
         if span and OTHERS and someone_elses(piece, span, own, message or text):
@@ -366,6 +354,7 @@ def read_facts(text: str, second: bool = True, own: frozenset[str] = frozenset()
 
 def read(text: str) -> Reading:
     """Everything one user message says about the user: name, timezone, goal and preference facts."""
+    from . import working_phrase
     text = normalize(text)
     toks, lower = tokens(text), casual(text)
     skip: frozenset[int] = frozenset()
@@ -383,44 +372,10 @@ def read(text: str) -> Reading:
     change = change_model().prob(text)
     for fact in facts:
         fact.change, fact.message = change, text
-    if not facts and (change > RELEASE_CHANGE or NO_LONGER_CLAUSE and says_no_longer(text)):
+    if not facts and (change > RELEASE_CHANGE or working_phrase.NO_LONGER_CLAUSE and working_phrase.says_no_longer(text)):
         # gives something up and names nothing new
         facts = [Fact("release", text, text, 1.0, change, text)]
     return Reading(name, zone, facts, confidence)
-
-
-def after_label(piece: str, span: str, kind: str = "goal") -> str:
-    """``LABEL``: the span read from what a short span labels ("My target is IELTS 7.5" -> "IELTS 7.5", "Small
-    update: ..."): a span of at most three words right before a colon, or before "is" when it starts with a
-    determiner ("my", "the"); the span itself when it is no label or nothing named follows."""
-    at = piece.lower().find(span.lower())
-    toks = tokens(span)
-    if at < 0 or not toks or len([t for t in toks if _is_word(t)]) > 3:
-        return span
-    after = tokens(piece[at + len(span):])
-    if not after or not (after[0].text == ":" or after[0].low in ("is", "=") and toks[0].low in _DETERMINERS):
-        return span
-    rest = piece[at + len(span):][after[0].end:].strip(" ,:")
-    if not rest or not names_something(rest):
-        return span
-    value = _span(rest, kind) or rest
-    return value if names_something(value) else rest
-
-
-def instead_value(piece: str) -> str | None:
-    """X of a clause "X instead" ("Cold showers instead"), not a question; None for any other clause."""
-    toks = [t for t in tokens(piece) if _is_word(t)]
-    if len(toks) < 2 or toks[-1].low != "instead" or piece.rstrip().endswith("?") or toks[0].low in QUESTION_START:
-        return None
-    value = piece[:toks[-2].end].strip(" ,")
-    return value if names_something(value) and not any(t.low in FIRST_PERSON for t in toks) else None
-
-
-def says_no_longer(text: str) -> bool:
-    """Whether a clause of the message, not a question, says something holds no longer ("that goal is no longer
-    necessary", "I don't need the tables any more")."""
-    from .working_turn import no_longer
-    return any(no_longer(piece) for piece in clause_pieces(text) if not piece.endswith("?"))
 
 
 def _name_place(text: str, name: str | None, spans: set[tuple[int, int]]) -> frozenset[int]:
@@ -476,31 +431,3 @@ def named_preference(fact: Fact, lists: dict[str, list[str]]) -> tuple[str, str]
         return None
     goal_best = max((n for n, section, _ in overlap if section == "goal"), default=0)
     return (best[1], best[2]) if goal_best == 0 else None
-
-
-def about_goal(text: str) -> float:
-    """How much more a turn is about a goal than a preference: the clause classifier's goal + drop share
-    of its fact kinds (none left out), over the turn read as one clause."""
-    m = models()
-    row = m.clause.predict_proba(clause_matrix(m.clause_vec, [text]))[0]
-    share = {str(k): float(p) for k, p in zip(m.clause.classes_, row) if str(k) != "none"}
-    total = sum(share.values()) or 1.0
-    return (share.get("goal", 0.0) + share.get("drop", 0.0)) / total
-
-
-def released(fact: Fact, lists: dict[str, list[str]], floor: float | None = None) -> tuple[str, str] | None:
-    """(list, item) that a turn naming nothing new gives up ("the half marathon is off", "pandas is fine now"):
-    the revision model's first-ranked stored goal or preference (weighed by whether the turn reads as about a
-    goal or a preference), when it is sure and clearly ahead of the next; else None (unclear: left as it is)."""
-    ranked, group = [], about_goal(fact.span)
-    for section, items in lists.items():
-        if items:
-            kind, prior = ("drop", group) if section == "goal" else ("release", 1 - group)
-            probs = models().pairs.predict_proba(pair_rows(kind, fact.span, fact.clause, items, section))[:, 1]
-            ranked += [(float(p) * prior * 2, float(p), section, item) for p, item in zip(probs, items)]
-    ranked.sort(key=lambda r: -r[0])
-    if not ranked or ranked[0][1] <= (RELEASE_FLOOR if floor is None else floor):
-        return None
-    if len(ranked) > 1 and ranked[0][0] - ranked[1][0] < RELEASE_MARGIN:
-        return None
-    return ranked[0][2], ranked[0][3]
