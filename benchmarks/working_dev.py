@@ -83,6 +83,22 @@ whatever the tagger's probability: "call me Wang Fang"): 397, 18. Left: "scrap d
 Independent look (all four): 0.775 (196/253), superseded 10/94, absent 10/98 - unchanged (fresh 394 -> 397, 24 ->
 18 did not move it); course splits (Redis, every format) unchanged: dialogs 44/45 0/8, dialogs_dev 36/38 0/6,
 held-out 0.914 (74/81) 0/9.
+2026-11-27 (later), fresh dev on main 397/491, 18/156. Read on the fresh dialogs turn by turn: a second fact of a
+message replaced the first one it had just stored ("I want a fitness routine ... now I get winded on the stairs";
+"go into more detail, the short answers weren't helping"). Shipped together (fast, one run): working OWN_TURN (a
+fact never replaces an item its own message stored), working_read INSTEAD ("X instead", no fact or a dislike, not
+a question, no first person: in a changing turn X replaces the item the revision model ranks first at >= 0.1,
+in that item's list; else nothing stored), NO_LONGER_CLAUSE (a factless message with a "no longer" / "not ...
+any more" clause is a release whatever the change model says: "so that goal is no longer necessary") and LABEL
+(a span of <= 3 words before ":" or a determiner-led one before "is" is read again from after it): fresh 397 ->
+402 of 491, superseded 18 -> 16; old dev 402 -> 407 of 460, superseded 4 -> 5; course splits unchanged
+(dialogs_dev 36/38 0/6, held-out 72/81 0/9, dialogs.jsonl 45/45 0/8). Left: "Wait, scrap dairy-free" follows
+"Add dairy-free" stored as a dislike (the earlier misread, not the change, is the fault); "Segun will do".
+OWN_TURN first cost old dev one value (5 left: "I have found the detailed explanations overwhelming. Brief summaries
+would suit me better" - the second fact had removed the old value restated by the first); an item that replaced one
+sharing its words stays replaceable by its own message: old dev 406/460, 4/252, fresh 402/491, 16/156. Independent
+look (this state): 0.798 (202/253, was 196), superseded 10/94 and absent 10/98 unchanged; course splits (Redis,
+every format) unchanged: dialogs 44/45 0/8, dialogs_dev 36/38 0/6, held-out 0.914 (74/81) 0/9.
 """
 from __future__ import annotations
 

@@ -502,7 +502,8 @@ def test_a_relatives_plan_or_home_is_not_the_users(r, ns, llm):
 
 
 def test_a_release_is_left_alone_when_it_is_unclear_which_item_it_means():
-    from memorykit.offline.working_read import read, released
+    from memorykit.offline.working_phrase import released
+    from memorykit.offline.working_read import read
 
     (fact,) = read("Scratch the TOEIC, my company doesn't need it anymore.").facts
     assert fact.kind == "release"
@@ -553,3 +554,70 @@ def test_a_tool_write_after_someone_elses_change_is_refused_with_the_current_con
     again = json.loads(update.run({"content": "- likes green tea\n- lives in Oslo\n- runs"}))
     assert merged["ok"] and again["ok"] and wm.get("a|b").endswith("- runs\n")
     assert wm.get("system") == "- likes coffee\n"
+
+
+def test_a_fact_does_not_replace_an_item_its_own_message_stored():
+    """Two goals of one changing message: the second does not replace the first (it may replace an older one)."""
+    from memorykit.offline.working import Lists
+    from memorykit.offline.working_read import Fact
+
+    said = "What I really want is a fitness routine again. I want to train before work at 6:30."
+    first, second = (Fact("goal", span, said, 1.0, 0.9, said) for span in (
+        "get back into a fitness routine", "train before work at 6:30"))
+    lists = Lists({"goal": [], "style": []})
+    lists.apply_all([first, second])
+    assert lists.lists["goal"] == ["Get back into a fitness routine", "Train before work at 6:30"]
+    later = "Change of plan, I want to swim in the lake instead."   # another message may replace either
+    lists.apply_all([Fact("goal", "swim in the lake", later, 1.0, 0.9, later)])
+    assert "Swim in the lake" in lists.lists["goal"] and len(lists.lists["goal"]) == 2
+
+
+def test_a_statement_that_something_holds_no_longer_gives_something_up():
+    from memorykit.offline.working_phrase import says_no_longer
+    from memorykit.offline.working_read import read
+
+    assert says_no_longer("My grandson showed me how, so that goal is no longer necessary.")
+    assert says_no_longer("I don't need the tables any more.")
+    assert not says_no_longer("Is the plan no longer valid?") and not says_no_longer("Any more tips for the plan?")
+    facts = read("My grandson showed me how, so that goal is no longer necessary.").facts
+    assert facts and {f.kind for f in facts} <= {"drop", "release"}   # gives something up, stores nothing
+
+
+@pytest.mark.parametrize("piece, value", [
+    ("Cold showers instead", "Cold showers"), ("ok, tea in the mornings instead", "ok, tea in the mornings"),
+    # a question, a first-person statement (read as a fact of its own) or "instead of" is not this reading
+    ("can i run at night instead", None), ("What can I drink instead?", None), ("I'll cook at home instead", None),
+    ("tea instead of coffee", None), ("instead", None),
+])
+def test_a_value_set_instead_of_something(piece, value):
+    from memorykit.offline.working_phrase import instead_value
+
+    assert instead_value(piece) == value
+
+
+def test_x_instead_replaces_the_item_a_changing_turn_gives_up_and_nothing_in_a_calm_one():
+    from memorykit.offline.working_read import Fact
+    from memorykit.offline.working_turn import given_up
+
+    said = "My doctor said no to swimming in the cold sea, too risky for my heart. Cold showers instead."
+    lists = {"goal": ["Swim in the cold sea all winter"], "style": ["Short answers"]}
+    swap = Fact("dislike", "Cold showers", "Cold showers instead", 0.5, 0.9, said, swap=True)
+    left, gone = given_up([swap], lists)
+    assert gone == ("goal", "Swim in the cold sea all winter") and [(f.kind, f.span) for f in left] == [
+        ("goal", "Cold showers")]
+    calm = Fact("dislike", "Cold showers", "Cold showers instead", 0.5, 0.2, said, swap=True)
+    assert given_up([calm], lists) == ([], None)   # not a changing turn: nothing replaced, nothing stored
+
+
+@pytest.mark.parametrize("piece, span, kind, want", [
+    ("My target is IELTS 7.5 by June", "My target", "goal", "IELTS 7.5"),
+    ("Small update: I want to run a half marathon", "Small update", "goal", "half marathon"),
+    # a span that is the value itself stays: not before a colon / "is", or "is" after a word that is no label
+    ("Yoga is my favourite thing", "Yoga", "like", "Yoga"),
+    ("learn Italian this year", "learn Italian", "goal", "learn Italian"),
+    ("My goal is", "My goal", "goal", "My goal"),
+])
+def test_a_span_that_labels_what_follows_is_read_from_after_it(piece, span, kind, want):
+    from memorykit.offline.working_phrase import after_label
+
+    assert want in after_label(piece, span, kind)

@@ -13,8 +13,8 @@ from functools import lru_cache
 from typing import Any
 
 from ..memory.working_tools import WorkingInput, WorkingUpdate
-from .working_models import cosine
-from . import working_intro, working_read, working_turn
+from .working_models import content, cosine
+from . import working_intro, working_phrase, working_read, working_turn
 from .working_contrast import named_old, new_side, without_old
 from .working_read import Fact, Reading, replaces
 
@@ -22,6 +22,10 @@ FIELD_KINDS = {"name": "name", "timezone": "timezone", "goal": "goals", "like": 
                "dislike": "dislikes", "style": "preferences"}
 FIELD_THRESHOLD = 0.5
 SIDE_FIRST = 1            # a replacing fact keeps its contrast's new side before the replaced words are cut
+OWN_TURN = 1              # a fact never replaces an item its own message stored (2026-11-27: "I want to get back into
+                          # a fitness routine. ... now I get winded on the stairs" lost the first goal to the second),
+                          # unless that item replaced one sharing its words (the old value restated: "I have found the
+                          # detailed explanations overwhelming. Brief summaries would suit me better")
 LIST_KINDS = ("goal", "like", "dislike", "style")
 _KV = re.compile(r"^(\s*[-*]\s*)([^:]{1,40}):(.*)$")
 _EMPTY_BULLET = re.compile(r"^\s*[-*]\s*(?:\.\.\.|…|\(none\)|none|n/a|tbd)?\s*$", re.IGNORECASE)
@@ -56,6 +60,7 @@ class Lists:
         self.lists = {k: list(v) for k, v in lists.items()}
         self.log: list[str] = []
         self.changed: set[str] = set()   # messages that already replaced an item (a turn changes one thing)
+        self.added: dict[str, set[str]] = {}   # items each message stored (``OWN_TURN``: not replaced by it)
 
     def apply(self, fact: Fact) -> None:
         if fact.kind == "release":
@@ -72,14 +77,16 @@ class Lists:
         if target is None:
             return
         removed = []
+        own = self.added.get(fact.message, set()) if OWN_TURN else set()
         for kind, items in self.lists.items():
             if (kind == "goal") != (fact.kind in ("goal", "drop")):
                 continue
+            items = [i for i in items if i not in own]
             named = named_old(fact, items, kind) if fact.message not in self.changed else None
             gone = [named] if named else replaces(fact, items, kind, turn_may_replace=fact.message not in self.changed)
             if gone:
                 self.changed.add(fact.message)
-                self.lists[kind] = [i for i in items if i not in gone]
+                self.lists[kind] = [i for i in self.lists[kind] if i not in gone]
                 self.log.append("removed " + "; ".join(gone))
                 removed += [(item, kind) for item in gone]
         if fact.kind == "drop":
@@ -92,6 +99,9 @@ class Lists:
         item = fact.item if target in ("goal", "style") else Fact("style", fact.span, fact.clause).item
         if item.lower() not in (i.lower() for i in self.lists[target]):
             self.lists[target].append(item)
+            old = set().union(*(content(working_read.parse_item(i, k)[1]) for i, k in removed)) if removed else set()
+            if not content(working_read.parse_item(item, target)[1]) & old:   # else the old value restated: a
+                self.added.setdefault(fact.message, set()).add(item)          # later fact may still replace it
             self.log.append(f"{fact.kind}: {item}")
 
 
@@ -116,7 +126,7 @@ class Lists:
 
     def release(self, fact: Fact) -> None:
         """A turn that gives something up and names nothing new: remove the item it is surely about."""
-        hit = working_read.released(fact, self.lists) if fact.message not in self.changed else None
+        hit = working_phrase.released(fact, self.lists) if fact.message not in self.changed else None
         if hit:
             section, item = hit
             self.changed.add(fact.message)

@@ -81,6 +81,7 @@ class Fact:
     confidence: float = 1.0
     change: float = 0.0   # the turn-level probability that the message changes a stored goal or preference
     message: str = ""     # the whole message (a turn replaces at most one item on the change model's word)
+    swap: bool = False    # ``working_phrase.INSTEAD``: a value set in place of an item the turn does not name ("X instead")
 
     @property
     def item(self) -> str:
@@ -320,6 +321,7 @@ def someone_elses(piece: str, span: str, own: frozenset[str] = frozenset(), text
 def read_facts(text: str, second: bool = True, own: frozenset[str] = frozenset(), message: str = "") -> list[Fact]:
     """Goal / drop / like / dislike / style facts, one per clause the classifier is confident about
     (``second``: and one more from what follows the span after a comma)."""
+    from . import working_phrase
     pieces = clause_pieces(text)
     if not pieces:
         return []
@@ -329,9 +331,16 @@ def read_facts(text: str, second: bool = True, own: frozenset[str] = frozenset()
     facts: list[Fact] = []
     for n, (piece, row) in enumerate(zip(pieces, probs)):
         kind = labels[int(row.argmax())]
+        if working_phrase.INSTEAD and kind in ("none", "dislike"):
+            value = working_phrase.instead_value(piece)
+            if value:
+                best = max(("goal", "like", "style"), key=lambda k: row[labels.index(k)])
+                facts.append(Fact(best, value, piece, float(row[labels.index(best)]), swap=True))
+                continue
         if kind == "none" or row.max() < CLAUSE_THRESHOLD:
             continue
         span = _span(piece, kind)
+        span = working_phrase.after_label(piece, span, kind) if working_phrase.LABEL and span else span
         if span and span.lower().strip(" .,!?") in PRONOUNS and n > 0:
             span = _span(pieces[n - 1], "like")
         if span and OTHERS and someone_elses(piece, span, own, message or text):
@@ -345,6 +354,7 @@ def read_facts(text: str, second: bool = True, own: frozenset[str] = frozenset()
 
 def read(text: str) -> Reading:
     """Everything one user message says about the user: name, timezone, goal and preference facts."""
+    from . import working_phrase
     text = normalize(text)
     toks, lower = tokens(text), casual(text)
     skip: frozenset[int] = frozenset()
@@ -362,7 +372,8 @@ def read(text: str) -> Reading:
     change = change_model().prob(text)
     for fact in facts:
         fact.change, fact.message = change, text
-    if not facts and change > RELEASE_CHANGE:   # gives something up and names nothing new
+    if not facts and (change > RELEASE_CHANGE or working_phrase.NO_LONGER_CLAUSE and working_phrase.says_no_longer(text)):
+        # gives something up and names nothing new
         facts = [Fact("release", text, text, 1.0, change, text)]
     return Reading(name, zone, facts, confidence)
 
@@ -420,31 +431,3 @@ def named_preference(fact: Fact, lists: dict[str, list[str]]) -> tuple[str, str]
         return None
     goal_best = max((n for n, section, _ in overlap if section == "goal"), default=0)
     return (best[1], best[2]) if goal_best == 0 else None
-
-
-def about_goal(text: str) -> float:
-    """How much more a turn is about a goal than a preference: the clause classifier's goal + drop share
-    of its fact kinds (none left out), over the turn read as one clause."""
-    m = models()
-    row = m.clause.predict_proba(clause_matrix(m.clause_vec, [text]))[0]
-    share = {str(k): float(p) for k, p in zip(m.clause.classes_, row) if str(k) != "none"}
-    total = sum(share.values()) or 1.0
-    return (share.get("goal", 0.0) + share.get("drop", 0.0)) / total
-
-
-def released(fact: Fact, lists: dict[str, list[str]]) -> tuple[str, str] | None:
-    """(list, item) that a turn naming nothing new gives up ("the half marathon is off", "pandas is fine now"):
-    the revision model's first-ranked stored goal or preference (weighed by whether the turn reads as about a
-    goal or a preference), when it is sure and clearly ahead of the next; else None (unclear: left as it is)."""
-    ranked, group = [], about_goal(fact.span)
-    for section, items in lists.items():
-        if items:
-            kind, prior = ("drop", group) if section == "goal" else ("release", 1 - group)
-            probs = models().pairs.predict_proba(pair_rows(kind, fact.span, fact.clause, items, section))[:, 1]
-            ranked += [(float(p) * prior * 2, float(p), section, item) for p, item in zip(probs, items)]
-    ranked.sort(key=lambda r: -r[0])
-    if not ranked or ranked[0][1] <= RELEASE_FLOOR:
-        return None
-    if len(ranked) > 1 and ranked[0][0] - ranked[1][0] < RELEASE_MARGIN:
-        return None
-    return ranked[0][2], ranked[0][3]

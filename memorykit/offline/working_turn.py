@@ -9,7 +9,7 @@ structure of the turn and the stored items' own words, not from the words of any
 """
 from __future__ import annotations
 
-from . import working_read
+from . import working_phrase, working_read
 from .working_models import clause_matrix, coarse, content, models, tokens
 from .working_contrast import NUMBER_WORDS, contrast
 from .working_read import TIME_UNITS, Fact, clause_pieces, pair_rows, parse_item
@@ -69,6 +69,18 @@ def given_up(facts: list[Fact], lists: dict[str, list[str]]) -> tuple[list[Fact]
     if not facts or facts[0].kind == "release":
         return facts, None
     change = facts[0].change
+    swaps = [f for f in facts if f.swap]
+    if swaps:   # "X instead": X in place of the item the turn surely gives up, else not stored
+        facts = [f for f in facts if not f.swap]
+        f = swaps[0]
+        hit = working_phrase.released(Fact("release", f.message, f.message, 1.0, change, f.message), lists,
+                                    working_phrase.INSTEAD_FLOOR) \
+            if change > working_read.CHANGE_THRESHOLD else None
+        if hit:
+            kind = "goal" if hit[0] == "goal" else "like" if f.kind == "like" else "style"
+            return facts + [Fact(kind, f.span, f.clause, f.confidence, change, f.message)], hit
+        if not facts:
+            return facts, None
     if NO_LONGER:
         for f in facts:
             if f.kind != "drop" and no_longer(f.span):

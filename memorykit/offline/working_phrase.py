@@ -1,0 +1,90 @@
+"""Phrases that say how a clause of a user's message is to be read, from English structure (2026-11-27).
+
+* ``LABEL``: a short span that only labels what follows it ("My target is IELTS 7.5", "Small update: ...");
+* ``INSTEAD``: "X instead" sets X in place of something the turn does not name (applied in :mod:`.working_turn`);
+* ``NO_LONGER_CLAUSE``: a message with no fact that says something holds no longer gives something up.
+
+Used by :func:`.working_read.read_facts` and :func:`.working_read.read`. Also here: :func:`released`, the item a
+turn that names nothing new gives up.
+"""
+from __future__ import annotations
+
+from . import working_read
+from .working_models import _is_word, clause_matrix, models, tokens
+from .working_read import FIRST_PERSON, Fact, _span, clause_pieces, names_something, pair_rows
+
+LABEL = 1                 # a span that only labels what follows it ("My target" of "My target is IELTS 7.5", "Small
+                          # update" of "Small update: ...") is read again from after the colon or the "is"
+_DETERMINERS = {"my", "our", "the", "this", "that", "a", "an", "new", "main", "one"}
+INSTEAD = 1               # a clause "X instead" (no "of"), not a question, read as no fact or as a dislike, sets X in
+                          # place of something: in a changing turn it replaces the item the revision model is sure
+                          # the turn gives up, in that item's list ("Cardiologist said no. Cold showers instead.")
+INSTEAD_FLOOR = 0.1       # ... ranked first by the revision model at least this sure (and ``RELEASE_MARGIN`` ahead):
+                          # "instead" says something is replaced, the model only which (as ``CHANGE_FLOOR``)
+QUESTION_START = {"can", "could", "should", "would", "will", "shall", "may", "do", "does", "did", "is", "are", "am",
+                  "what", "how", "why", "which", "where", "when", "who"}   # a clause asking, not stating
+NO_LONGER_CLAUSE = 1      # a message with no fact and a statement that something holds no longer ("so that goal is
+                          # no longer necessary") gives something up whatever the change model says: a release
+                          # (``released`` still removes an item only when the revision model is sure which one)
+
+
+def after_label(piece: str, span: str, kind: str = "goal") -> str:
+    """``LABEL``: the span read from what a short span labels ("My target is IELTS 7.5" -> "IELTS 7.5", "Small
+    update: ..."): a span of at most three words right before a colon, or before "is" when it starts with a
+    determiner ("my", "the"); the span itself when it is no label or nothing named follows."""
+    at = piece.lower().find(span.lower())
+    toks = tokens(span)
+    if at < 0 or not toks or len([t for t in toks if _is_word(t)]) > 3:
+        return span
+    after = tokens(piece[at + len(span):])
+    if not after or not (after[0].text == ":" or after[0].low in ("is", "=") and toks[0].low in _DETERMINERS):
+        return span
+    rest = piece[at + len(span):][after[0].end:].strip(" ,:")
+    if not rest or not names_something(rest):
+        return span
+    value = _span(rest, kind) or rest
+    return value if names_something(value) else rest
+
+
+def instead_value(piece: str) -> str | None:
+    """X of a clause "X instead" ("Cold showers instead"), not a question; None for any other clause."""
+    toks = [t for t in tokens(piece) if _is_word(t)]
+    if len(toks) < 2 or toks[-1].low != "instead" or piece.rstrip().endswith("?") or toks[0].low in QUESTION_START:
+        return None
+    value = piece[:toks[-2].end].strip(" ,")
+    return value if names_something(value) and not any(t.low in FIRST_PERSON for t in toks) else None
+
+
+def says_no_longer(text: str) -> bool:
+    """Whether a clause of the message, not a question, says something holds no longer ("that goal is no longer
+    necessary", "I don't need the tables any more")."""
+    from .working_turn import no_longer
+    return any(no_longer(piece) for piece in clause_pieces(text) if not piece.endswith("?"))
+
+
+def about_goal(text: str) -> float:
+    """How much more a turn is about a goal than a preference: the clause classifier's goal + drop share
+    of its fact kinds (none left out), over the turn read as one clause."""
+    m = models()
+    row = m.clause.predict_proba(clause_matrix(m.clause_vec, [text]))[0]
+    share = {str(k): float(p) for k, p in zip(m.clause.classes_, row) if str(k) != "none"}
+    total = sum(share.values()) or 1.0
+    return (share.get("goal", 0.0) + share.get("drop", 0.0)) / total
+
+
+def released(fact: Fact, lists: dict[str, list[str]], floor: float | None = None) -> tuple[str, str] | None:
+    """(list, item) that a turn naming nothing new gives up ("the half marathon is off", "pandas is fine now"):
+    the revision model's first-ranked stored goal or preference (weighed by whether the turn reads as about a
+    goal or a preference), when it is sure and clearly ahead of the next; else None (unclear: left as it is)."""
+    ranked, group = [], about_goal(fact.span)
+    for section, items in lists.items():
+        if items:
+            kind, prior = ("drop", group) if section == "goal" else ("release", 1 - group)
+            probs = models().pairs.predict_proba(pair_rows(kind, fact.span, fact.clause, items, section))[:, 1]
+            ranked += [(float(p) * prior * 2, float(p), section, item) for p, item in zip(probs, items)]
+    ranked.sort(key=lambda r: -r[0])
+    if not ranked or ranked[0][1] <= (working_read.RELEASE_FLOOR if floor is None else floor):
+        return None
+    if len(ranked) > 1 and ranked[0][0] - ranked[1][0] < working_read.RELEASE_MARGIN:
+        return None
+    return ranked[0][2], ranked[0][3]
