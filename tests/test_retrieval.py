@@ -171,3 +171,40 @@ def test_hybrid_search_keeps_the_callers_filters(store):
     only = store.search("pottery class", user_id="ana", k=5, mode="hybrid", touch=False, topics=["maya"],
                         filters=Num("valid_from") < now - 100 * DAY)
     assert [h.memory.topics for h in only] == [["maya"]]
+
+
+def test_search_terms_fold_accents_name_symbols_and_pair_cjk():
+    assert rt.words("I write C++ and C#, F# too") == ["write", "cplusplus", "csharp", "fsharp"]
+    assert rt.words("Zürich, São Paulo, naïve CAFÉ, Straße") == ["zurich", "sao", "paulo", "naive", "cafe", "strasse"]
+    assert rt.words("我喜欢北京烤鸭") == ["我喜", "喜欢", "欢北", "北京", "京烤", "烤鸭"]
+    assert rt.words("ジャズ") == ["ジャ", "ャズ"]  # kana keep their voicing marks
+    assert rt.words("#hashtag a+b issue#5") == ["hashtag", "issue"]  # a symbol inside or before a word: no name
+    assert rt.index_terms("What did Maya's dog eat?") is None  # English text: no extra field
+    assert rt.index_terms("I moved to Zürich to write C++") == "zurich cplusplus"
+
+
+@pytest.mark.parametrize("mode", ["text", "hybrid"])
+def test_text_search_finds_accents_symbols_and_cjk_in_the_users_own_memories(store, mode):
+    for text in ("Ana: I write most of my code in C++ these days", "Ana: my team moved from Java to C# last year",
+                 "Ana: I lived in Zürich near the lake", "Ana: breakfast is a café au lait",
+                 "Ana: 我最喜欢吃北京烤鸭", "Ana: 東京に住んでいます", "Ana: we adopted a beagle puppy"):
+        add(store, text)
+    add(store, "Bo: I write C++ and live in Zurich", user="bo")
+    expected = {"C++": "C++", "c#": "C#", "Zurich": "Zürich", "ZÜRICH": "Zürich", "cafe": "café", "北京": "北京",
+                "烤鸭": "烤鸭", "東京": "東京"}
+    for query, needle in expected.items():
+        hits = store.search(query, user_id="ana", k=2, mode=mode, touch=False)
+        assert needle in hits[0].memory.content and hits[0].text_score > 0, query
+        assert {h.memory.user_id for h in hits} == {"ana"}
+    assert len(store.search("C++", user_id="ana", k=5, mode="text", touch=False)) == 1  # not the C# memory
+
+
+def test_terms_follow_an_update_and_plain_english_stores_none(store, r):
+    m = add(store, "Ana: I live in Zürich")
+    assert r.json().get(store.key(m.id, "ana"), "$.terms") == ["zurich"]
+    store.update(m.id, "Ana: I live in Genève now", user_id="ana")
+    assert [h.memory.id for h in store.search("Geneve", user_id="ana", mode="text", touch=False)] == [m.id]
+    assert store.search("Zurich", user_id="ana", mode="text", touch=False) == []
+    store.update(m.id, "Ana: I live in Leeds now", user_id="ana")
+    assert r.json().get(store.key(m.id, "ana"), "$.terms") == []  # removed, not left stale
+    assert store.get(m.id, user_id="ana").content == "Ana: I live in Leeds now"

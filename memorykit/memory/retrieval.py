@@ -5,13 +5,16 @@ user's own statistics: Redis counts, under the same filter, the memories holding
 returns them, and the score is computed here (RediSearch's BM25 counts words over every user's
 memories). The two lists are fused by reciprocal rank fusion (RRF, k = 60), which needs no score
 calibration; works on RediSearch 2.10 (no FT.HYBRID). An optional recency term, as in Redis's
-agent-memory-server, is mixed into the fused score; "last used" comes from the owner's access set.
+agent-memory-server, is mixed into the fused score; "last used" comes from the owner's access set. Words are
+compared folded (:func:`fold`: Zurich finds Zürich, C++ and C# are words) and CJK text by pairs of characters; a
+memory's ``terms`` field gives Redis what its tokenizer would miss in the content.
 """
 from __future__ import annotations
 
 import math
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -75,12 +78,47 @@ class Candidate:
 
 _STOP = get_stopwords("english")
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
+# Han, kana and Hangul: written without spaces, so a run is read as its overlapping pairs of characters (as
+# Lucene's CJK analyzer does): 北京烤鸭 -> 北京 京烤 烤鸭, and a question holding 北京 finds it.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_RUNS = re.compile(f"([{_CJK}]+)|[^{_CJK}]+")
+# C++, C#, F#, X++: a short name whose symbols are all of it; both are separators to Redis's tokenizer.
+_SYMBOLS = re.compile(r"(?<![\w+#])([^\W\d_]\w{0,2})(\+\+|#)(?![\w+#])")
+_MARKS = re.compile("[\u0300-\u036f]")  # accents on Latin, Greek and Cyrillic letters (not kana's voicing marks)
+
+
+def fold(text: str) -> str:
+    """Text as search compares it: accents dropped (Zürich -> zurich, São -> sao), case folded, full-width
+    forms made plain, and C++ / C# / F# spelled as words (cplusplus, csharp, fsharp)."""
+    text = _SYMBOLS.sub(lambda m: m[1] + ("plusplus" if m[2] == "++" else "sharp"), text.replace("’", "'"))
+    return unicodedata.normalize("NFC", _MARKS.sub("", unicodedata.normalize("NFKD", text))).casefold()
+
+
+def _split(word: str) -> list[str]:
+    """A word as search terms: CJK runs as overlapping pairs (a lone character as itself), the rest whole."""
+    terms = []
+    for m in _RUNS.finditer(word):
+        if m[1]:
+            terms += [m[1][i:i + 2] for i in range(len(m[1]) - 1)] or [m[1]]
+        elif len(m[0]) > 1 and m[0] not in _STOP:
+            terms.append(m[0])
+    return terms
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased words minus English stopwords and possessive endings, repeats kept (a document's terms)."""
-    found = (w.lower().removesuffix("'s").replace("'", "") for w in _WORD.findall(text.replace("’", "'")))
-    return [w for w in found if len(w) > 1 and w not in _STOP]
+    """A text's search terms, repeats kept: :func:`fold`-ed words minus English stopwords, one-letter words and
+    possessive endings; CJK as pairs of characters."""
+    found = (w.removesuffix("'s").replace("'", "") for w in _WORD.findall(fold(text)))
+    return [t for w in found for t in _split(w)]
+
+
+def index_terms(content: str) -> str | None:
+    """What a memory's ``terms`` field holds so that Redis finds it by every :func:`words` term: the terms its
+    ``content`` field does not already give Redis's tokenizer (folded accents, C++ / C#, CJK pairs); None
+    for most English text."""
+    plain = {w.lower().removesuffix("'s").replace("'", "") for w in _WORD.findall(content.replace("’", "'"))}
+    extra = [t for t in dict.fromkeys(words(content)) if t not in plain]
+    return " ".join(extra) or None
 
 
 def query_terms(text: str) -> list[str]:
@@ -126,8 +164,10 @@ def rrf(lists: dict[str, Sequence[str]], weights: dict[str, float], k: int = 60)
 
 
 def _has(expr, term: str):
-    """``expr`` and the content contains ``term`` (RediSearch stems it: *painted* matches *paint*)."""
-    return expr & (Text("content") % re.sub(r"(\W)", r"\\\1", term))
+    """``expr`` and the memory holds ``term``, in its content or its :func:`index_terms` (RediSearch stems it:
+    *painted* matches *paint*)."""
+    term = re.sub(r"(\W)", r"\\\1", term)
+    return expr & ((Text("content") % term) | (Text("terms") % term))
 
 
 def common(df: dict[str, int], total: int, share: float | None) -> set[str]:
