@@ -208,3 +208,32 @@ def test_terms_follow_an_update_and_plain_english_stores_none(store, r):
     store.update(m.id, "Ana: I live in Leeds now", user_id="ana")
     assert r.json().get(store.key(m.id, "ana"), "$.terms") == []  # removed, not left stale
     assert store.get(m.id, user_id="ana").content == "Ana: I live in Leeds now"
+
+
+def test_text_search_across_scripts_apostrophes_and_underscores(store):
+    texts = {"Москва": "Ana: МОСКВА is where I grew up", "O'Brien": "Ana: my boss is Mr O'Brien",
+             "hotel": "Ana: we slept at l'hôtel du lac", "retries": "Ana: set max_retries to 5",
+             "Lodz": "Ana: my aunt lives in Łódź", "猫": "Ana: 我的猫很可爱", "C++": "Ana: 我用C++写代码",
+             "Ｃ＃": "Ana: I code in C#10 at work"}
+    for text in texts.values():
+        add(store, text)
+    for query, text in texts.items():
+        hits = store.search(query, user_id="ana", k=1, mode="text", touch=False)
+        assert hits and hits[0].memory.content == text, query
+    long_query = "北京" * 2000  # one term per pair of characters, bounded
+    assert len(rt.query_terms(long_query)) <= rt.MAX_QUERY_TERMS
+
+
+def test_backfill_gives_older_memories_their_terms_and_leaves_a_changed_one(store, r, ns):
+    old = [add(store, "Ana: my old café in Genève"), add(store, "Ana: I moved to Zürich")]
+    for m in old:  # as written before the terms field
+        r.json().delete(store.key(m.id, "ana"), "$.terms")
+    assert store.search("cafe", user_id="ana", mode="text", touch=False) == []
+    assert rt.backfill_terms(r, ns) == 2
+    assert [h.memory.id for h in store.search("Geneve cafe", user_id="ana", k=1, mode="text", touch=False)] == [old[0].id]
+    assert [h.memory.id for h in store.search("Zurich", user_id="ana", k=1, mode="text", touch=False)] == [old[1].id]
+    assert rt.backfill_terms(r, ns) == 2  # the same terms again: idempotent
+    stale = r.json().get(store.key(old[1].id, "ana"), "$.content")[0]
+    store.update(old[1].id, "Ana: I moved to Lyon", user_id="ana")  # changed between the read and the write
+    assert r.register_script(rt._SET_TERMS)(keys=[store.key(old[1].id, "ana")], args=[stale, '"zurich"']) == 0
+    assert r.json().get(store.key(old[1].id, "ana"), "$.terms") == []
