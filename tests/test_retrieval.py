@@ -214,7 +214,8 @@ def test_text_search_across_scripts_apostrophes_and_underscores(store):
     texts = {"Москва": "Ana: МОСКВА is where I grew up", "O'Brien": "Ana: my boss is Mr O'Brien",
              "hotel": "Ana: we slept at l'hôtel du lac", "retries": "Ana: set max_retries to 5",
              "Lodz": "Ana: my aunt lives in Łódź", "猫": "Ana: 我的猫很可爱", "C++": "Ana: 我用C++写代码",
-             "Ｃ＃": "Ana: I code in C#10 at work"}
+             "Ｃ＃": "Ana: I code in C#10 at work",
+             "qux": r"Ana: escaped foo\-bar and baz\.qux"}
     for text in texts.values():
         add(store, text)
     for query, text in texts.items():
@@ -232,7 +233,7 @@ def test_backfill_gives_older_memories_their_terms_and_leaves_a_changed_one(stor
     assert rt.backfill_terms(r, ns) == 2
     assert [h.memory.id for h in store.search("Geneve cafe", user_id="ana", k=1, mode="text", touch=False)] == [old[0].id]
     assert [h.memory.id for h in store.search("Zurich", user_id="ana", k=1, mode="text", touch=False)] == [old[1].id]
-    assert rt.backfill_terms(r, ns) == 2  # the same terms again: idempotent
+    assert rt.backfill_terms(r, ns) == 0  # run again: nothing to change
     stale = r.json().get(store.key(old[1].id, "ana"), "$.content")[0]
     store.update(old[1].id, "Ana: I moved to Lyon", user_id="ana")  # changed between the read and the write
     assert r.register_script(rt._SET_TERMS)(keys=[store.key(old[1].id, "ana")], args=[stale, '"zurich"']) == 0

@@ -89,7 +89,7 @@ _SYMBOLS = re.compile(r"(?<![A-Za-z0-9+#])([A-Za-z][A-Za-z0-9]{0,2})(\+\+|#)(?![
 _MARKS = re.compile("[\u0300-\u036f]")  # accents on Latin, Greek and Cyrillic letters (not kana's voicing marks)
 _LETTERS = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ð": "d", "þ": "th", "æ": "ae", "œ": "oe", "ı": "i"})
 # The separators Redis's default tokenizer surely splits on: what it gives a memory's content field (below)
-_REDIS_SPLIT = re.compile(r"[ \t,.<>{}\[\]\"':;!@#$%^&*()\-+=~?/|`]+")
+_REDIS_SPLIT = re.compile(r"(?<!\\)[ \t,.<>{}\[\]\"':;!@#$%^&*()\-+=~?/|`]+")  # \- escapes a separator
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 MAX_QUERY_TERMS = 64  # a longer question is searched by its first 64 distinct terms (2 searches each)
 
@@ -134,6 +134,7 @@ def index_terms(content: str) -> str | None:
 _SET_TERMS = """
 local now = cjson.decode(redis.call('JSON.GET', KEYS[1], '$.content') or '[]')
 if now[1] ~= ARGV[1] then return 0 end
+if cjson.decode(redis.call('JSON.GET', KEYS[1], '$.terms') or '[]')[1] == cjson.decode(ARGV[2]) then return 0 end
 redis.call('JSON.SET', KEYS[1], '$.terms', ARGV[2])
 return 1
 """
