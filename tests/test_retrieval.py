@@ -171,3 +171,70 @@ def test_hybrid_search_keeps_the_callers_filters(store):
     only = store.search("pottery class", user_id="ana", k=5, mode="hybrid", touch=False, topics=["maya"],
                         filters=Num("valid_from") < now - 100 * DAY)
     assert [h.memory.topics for h in only] == [["maya"]]
+
+
+def test_search_terms_fold_accents_name_symbols_and_pair_cjk():
+    assert rt.words("I write C++ and C#, F# too") == ["write", "cplusplus", "csharp", "fsharp"]
+    assert rt.words("Zürich, São Paulo, naïve CAFÉ, Straße") == ["zurich", "sao", "paulo", "naive", "cafe", "strasse"]
+    assert rt.words("我喜欢北京烤鸭") == ["我喜", "喜欢", "欢北", "北京", "京烤", "烤鸭"]
+    assert rt.words("ジャズ") == ["ジャ", "ャズ"]  # kana keep their voicing marks
+    assert rt.words("#hashtag a+b issue#5") == ["hashtag", "issue"]  # a symbol inside or before a word: no name
+    assert rt.index_terms("What did Maya's dog eat?") is None  # English text: no extra field
+    assert rt.index_terms("I moved to Zürich to write C++") == "zurich cplusplus"
+
+
+@pytest.mark.parametrize("mode", ["text", "hybrid"])
+def test_text_search_finds_accents_symbols_and_cjk_in_the_users_own_memories(store, mode):
+    for text in ("Ana: I write most of my code in C++ these days", "Ana: my team moved from Java to C# last year",
+                 "Ana: I lived in Zürich near the lake", "Ana: breakfast is a café au lait",
+                 "Ana: 我最喜欢吃北京烤鸭", "Ana: 東京に住んでいます", "Ana: we adopted a beagle puppy"):
+        add(store, text)
+    add(store, "Bo: I write C++ and live in Zurich", user="bo")
+    expected = {"C++": "C++", "c#": "C#", "Zurich": "Zürich", "ZÜRICH": "Zürich", "cafe": "café", "北京": "北京",
+                "烤鸭": "烤鸭", "東京": "東京"}
+    for query, needle in expected.items():
+        hits = store.search(query, user_id="ana", k=2, mode=mode, touch=False)
+        assert needle in hits[0].memory.content and hits[0].text_score > 0, query
+        assert {h.memory.user_id for h in hits} == {"ana"}
+    assert len(store.search("C++", user_id="ana", k=5, mode="text", touch=False)) == 1  # not the C# memory
+
+
+def test_terms_follow_an_update_and_plain_english_stores_none(store, r):
+    m = add(store, "Ana: I live in Zürich")
+    assert r.json().get(store.key(m.id, "ana"), "$.terms") == ["zurich"]
+    store.update(m.id, "Ana: I live in Genève now", user_id="ana")
+    assert [h.memory.id for h in store.search("Geneve", user_id="ana", mode="text", touch=False)] == [m.id]
+    assert store.search("Zurich", user_id="ana", mode="text", touch=False) == []
+    store.update(m.id, "Ana: I live in Leeds now", user_id="ana")
+    assert r.json().get(store.key(m.id, "ana"), "$.terms") == []  # removed, not left stale
+    assert store.get(m.id, user_id="ana").content == "Ana: I live in Leeds now"
+
+
+def test_text_search_across_scripts_apostrophes_and_underscores(store):
+    texts = {"Москва": "Ana: МОСКВА is where I grew up", "O'Brien": "Ana: my boss is Mr O'Brien",
+             "hotel": "Ana: we slept at l'hôtel du lac", "retries": "Ana: set max_retries to 5",
+             "Lodz": "Ana: my aunt lives in Łódź", "猫": "Ana: 我的猫很可爱", "C++": "Ana: 我用C++写代码",
+             "Ｃ＃": "Ana: I code in C#10 at work",
+             "qux": r"Ana: escaped foo\-bar and baz\.qux"}
+    for text in texts.values():
+        add(store, text)
+    for query, text in texts.items():
+        hits = store.search(query, user_id="ana", k=1, mode="text", touch=False)
+        assert hits and hits[0].memory.content == text, query
+    long_query = "北京" * 2000  # one term per pair of characters, bounded
+    assert len(rt.query_terms(long_query)) <= rt.MAX_QUERY_TERMS
+
+
+def test_backfill_gives_older_memories_their_terms_and_leaves_a_changed_one(store, r, ns):
+    old = [add(store, "Ana: my old café in Genève"), add(store, "Ana: I moved to Zürich")]
+    for m in old:  # as written before the terms field
+        r.json().delete(store.key(m.id, "ana"), "$.terms")
+    assert store.search("cafe", user_id="ana", mode="text", touch=False) == []
+    assert rt.backfill_terms(r, ns) == 2
+    assert [h.memory.id for h in store.search("Geneve cafe", user_id="ana", k=1, mode="text", touch=False)] == [old[0].id]
+    assert [h.memory.id for h in store.search("Zurich", user_id="ana", k=1, mode="text", touch=False)] == [old[1].id]
+    assert rt.backfill_terms(r, ns) == 0  # run again: nothing to change
+    stale = r.json().get(store.key(old[1].id, "ana"), "$.content")[0]
+    store.update(old[1].id, "Ana: I moved to Lyon", user_id="ana")  # changed between the read and the write
+    assert r.register_script(rt._SET_TERMS)(keys=[store.key(old[1].id, "ana")], args=[stale, '"zurich"']) == 0
+    assert r.json().get(store.key(old[1].id, "ana"), "$.terms") == []

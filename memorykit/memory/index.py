@@ -114,7 +114,9 @@ def ensure_index(client: redis.Redis, schema_dict: dict[str, Any]) -> SearchInde
             "unchanged) or use another namespace. Not migrated: long-term memories written before their vectors "
             "moved to Vector Sets (add them again), and recall messages stored as JSON before 2026-11-26 (they "
             "are HASHes now: old ones are no longer found, expire with their threads, and forget_user deletes "
-            "them).")
+            "them). Long-term memories written before their `terms` field (2026-11-27) need "
+            "`memorykit.memory.retrieval.backfill_terms(redis, namespace)` once, after the drop, for text "
+            "search to find words with accents, C++ / C# or CJK in them.")
     return index
 
 

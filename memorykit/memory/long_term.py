@@ -50,6 +50,7 @@ def memory_schema(namespace: str) -> dict[str, Any]:
             {"name": "last_accessed", "type": "numeric"},
             {"name": "valid_from", "type": "numeric"},
             {"name": "invalid_at", "type": "numeric", "attrs": {"index_missing": True}},
+            {"name": "terms", "type": "text"},  # what the tokenizer misses in content: retrieval.index_terms
         ],
     }
 
@@ -112,8 +113,8 @@ class MemoryStore:
 
     @staticmethod
     def _doc(memory: Memory) -> dict[str, Any]:
-        doc = {k: v for k, v in asdict(memory).items() if v is not None}  # missing invalid_at == current
-        return {**doc, "user_tag": tag_of(memory.user_id)}
+        doc = {**asdict(memory), "terms": retrieval.index_terms(memory.content)}  # None left out: no invalid_at = current
+        return {**{k: v for k, v in doc.items() if v is not None}, "user_tag": tag_of(memory.user_id)}
 
     def add(self, content: str, user_id: str | None = None, memory_type: str | None = None, *,
             shared: bool = False, topics: Sequence[str] | None = None, metadata: dict | None = None,
@@ -207,8 +208,8 @@ class MemoryStore:
             memory, tag = self._parse(decoded(pipe.json().get(k, "$")))
             self._check_owner(memory_id, memory, tag, owner)
             changes: dict[str, Any] = {"updated_at": time.time()}
-            if fresh is not None and fresh.content != memory.content:
-                changes.update(content=fresh.content, content_hash=fresh.content_hash)
+            if fresh is not None and fresh.content != memory.content:  # terms None: JSON.MERGE removes them
+                changes.update(content=fresh.content, content_hash=fresh.content_hash, terms=retrieval.index_terms(fresh.content))
             if topics is not None:
                 changes["topics"] = topic_list(topics)
             if metadata is not None:
@@ -217,8 +218,8 @@ class MemoryStore:
             pipe.multi()
             pipe.json().merge(k, "$", changes)
             moves(pipe)
-            for name, value in changes.items():
-                setattr(memory, name, value)
+            for name in changes.keys() & set(_FIELDS):
+                setattr(memory, name, changes[name])
             if "content" in changes:  # the new vector, in the same transaction as the text
                 vectors.add(pipe, self.vectors_key(owner), memory, vector)
             elif "topics" in changes:
@@ -425,9 +426,8 @@ class MemoryStore:
         for link in ("supersedes", "superseded_by"):
             cur = start
             while getattr(cur, link) and getattr(cur, link) not in seen:
-                nxt = self.get(getattr(cur, link), user_id, shared=shared)
-                cur = nxt if nxt is not None and nxt.user_id == start.user_id else None
-                if cur is None:
+                cur = self.get(getattr(cur, link), user_id, shared=shared)
+                if cur is None or cur.user_id != start.user_id:
                     break
                 seen.add(cur.id)
                 chain.insert(0 if link == "supersedes" else len(chain), cur)

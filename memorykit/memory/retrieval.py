@@ -5,13 +5,17 @@ user's own statistics: Redis counts, under the same filter, the memories holding
 returns them, and the score is computed here (RediSearch's BM25 counts words over every user's
 memories). The two lists are fused by reciprocal rank fusion (RRF, k = 60), which needs no score
 calibration; works on RediSearch 2.10 (no FT.HYBRID). An optional recency term, as in Redis's
-agent-memory-server, is mixed into the fused score; "last used" comes from the owner's access set.
+agent-memory-server, is mixed into the fused score; "last used" comes from the owner's access set. Words are
+compared folded (:func:`fold`: Zurich finds Zürich, C++ and C# are words) and CJK text by pairs of characters; a
+memory's ``terms`` field gives Redis what its tokenizer would miss in the content.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -20,6 +24,7 @@ from redisvl.query.filter import Text
 from redisvl.utils.stopwords import get_stopwords
 
 from ..errors import ValidationError
+from ..keys import check_namespace, key
 from . import vectors
 from .index import memory_type_list
 
@@ -74,18 +79,83 @@ class Candidate:
 
 
 _STOP = get_stopwords("english")
-_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # apostrophes split, as in Redis: maya's -> maya (s), l'hôtel -> hotel
+# Han, kana and Hangul: written without spaces, so a run is read as its overlapping pairs of characters (as
+# Lucene's CJK analyzer does): 北京烤鸭 -> 北京 京烤 烤鸭, and a question holding 北京 finds it.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_RUNS = re.compile(f"([{_CJK}]+)|[^{_CJK}]+")
+# C++, C#, F#, X++ (C++17, 用C++写): a short name whose symbols are all of it; separators to Redis's tokenizer.
+_SYMBOLS = re.compile(r"(?<![A-Za-z0-9+#])([A-Za-z][A-Za-z0-9]{0,2})(\+\+|#)(?![A-Za-z+#])")
+_MARKS = re.compile("[\u0300-\u036f]")  # accents on Latin, Greek and Cyrillic letters (not kana's voicing marks)
+_LETTERS = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ð": "d", "þ": "th", "æ": "ae", "œ": "oe", "ı": "i"})
+# The separators Redis's default tokenizer surely splits on: what it gives a memory's content field (below)
+_REDIS_SPLIT = re.compile(r"(?<!\\)[ \t,.<>{}\[\]\"':;!@#$%^&*()\-+=~?/|`]+")  # \- escapes a separator
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+MAX_QUERY_TERMS = 64  # a longer question is searched by its first 64 distinct terms (2 searches each)
 
 
-def words(text: str) -> list[str]:
-    """Lower-cased words minus English stopwords and possessive endings, repeats kept (a document's terms)."""
-    found = (w.lower().removesuffix("'s").replace("'", "") for w in _WORD.findall(text.replace("’", "'")))
-    return [w for w in found if len(w) > 1 and w not in _STOP]
+def fold(text: str) -> str:
+    """Text as search compares it: full-width forms made plain, accents dropped (Zürich -> zurich, Łódź ->
+    lodz), case folded, and C++ / C# / F# spelled as words (cplusplus, csharp, fsharp)."""
+    text = _MARKS.sub("", unicodedata.normalize("NFKD", text.replace("’", "'")))
+    text = _SYMBOLS.sub(lambda m: f" {m[1]}{'plusplus' if m[2] == '++' else 'sharp'} ", text)
+    return unicodedata.normalize("NFC", text).casefold().translate(_LETTERS)
+
+
+def _split(word: str, single: bool = False) -> list[str]:
+    """A word as search terms: CJK runs as overlapping pairs (a lone character as itself; ``single``: every
+    character too), the rest whole."""
+    terms = []
+    for m in _RUNS.finditer(word):
+        if m[1]:
+            terms += [m[1][i:i + 2] for i in range(len(m[1]) - 1)] or [m[1]]
+            terms += list(m[1]) if single and len(m[1]) > 1 else []
+        elif len(m[0]) > 1 and m[0] not in _STOP:
+            terms.append(m[0])
+    return terms
+
+
+def words(text: str, single: bool = False) -> list[str]:
+    """A text's search terms, repeats kept: :func:`fold`-ed words minus English stopwords and one-letter words;
+    CJK as pairs of characters (``single``: and as single characters, which a one-character question needs)."""
+    return [t for w in _WORD.findall(fold(text)) for t in _split(w, single)]
+
+
+def index_terms(content: str) -> str | None:
+    """What a memory's ``terms`` field holds so that Redis finds it by every :func:`words` term: each term not
+    surely among the tokens its ``content`` field gives Redis (split on the separators above, ASCII letters
+    lower-cased): folded accents, non-ASCII capitals, C++ / C#, CJK, words joined by _. None for most
+    English text."""
+    plain = {w.translate(_ASCII_LOWER) for w in _REDIS_SPLIT.split(content)}
+    extra = [t for t in dict.fromkeys(words(content, single=True)) if t not in plain]
+    return " ".join(extra) or None
+
+
+_SET_TERMS = """
+local now = cjson.decode(redis.call('JSON.GET', KEYS[1], '$.content') or '[]')
+if now[1] ~= ARGV[1] then return 0 end
+if cjson.decode(redis.call('JSON.GET', KEYS[1], '$.terms') or '[]')[1] == cjson.decode(ARGV[2]) then return 0 end
+redis.call('JSON.SET', KEYS[1], '$.terms', ARGV[2])
+return 1
+"""
+
+
+def backfill_terms(client, namespace: str) -> int:
+    """Give memories written before their ``terms`` field (2026-11-27) the field, so text search finds them by
+    folded words too: a SCAN of the namespace, run once after upgrading (after the FT.DROPINDEX the schema
+    check asks for). A memory whose content changes meanwhile is left to that change. Returns how many changed."""
+    script, done = client.register_script(_SET_TERMS), 0
+    for k in client.scan_iter(match=key(check_namespace(namespace), "memory") + ":*", count=1000):
+        content = (client.json().get(k, "$.content") or [None])[0]
+        terms = index_terms(content) if isinstance(content, str) else None
+        if terms:
+            done += script(keys=[k], args=[content, json.dumps(terms)])
+    return done
 
 
 def query_terms(text: str) -> list[str]:
-    """The distinct :func:`words` of a question, in order."""
-    return list(dict.fromkeys(words(text)))
+    """The distinct :func:`words` of a question, in order, at most :data:`MAX_QUERY_TERMS`."""
+    return list(dict.fromkeys(words(text)))[:MAX_QUERY_TERMS]
 
 
 def as_float(value: Any) -> float | None:
@@ -126,8 +196,10 @@ def rrf(lists: dict[str, Sequence[str]], weights: dict[str, float], k: int = 60)
 
 
 def _has(expr, term: str):
-    """``expr`` and the content contains ``term`` (RediSearch stems it: *painted* matches *paint*)."""
-    return expr & (Text("content") % re.sub(r"(\W)", r"\\\1", term))
+    """``expr`` and the memory holds ``term``, in its content or its :func:`index_terms` (RediSearch stems it:
+    *painted* matches *paint*)."""
+    term = re.sub(r"(\W)", r"\\\1", term)
+    return expr & ((Text("content") % term) | (Text("terms") % term))
 
 
 def common(df: dict[str, int], total: int, share: float | None) -> set[str]:
