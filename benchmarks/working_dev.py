@@ -99,6 +99,13 @@ would suit me better" - the second fact had removed the old value restated by th
 sharing its words stays replaceable by its own message: old dev 406/460, 4/252, fresh 402/491, 16/156. Independent
 look (this state): 0.798 (202/253, was 196), superseded 10/94 and absent 10/98 unchanged; course splits (Redis,
 every format) unchanged: dialogs 44/45 0/8, dialogs_dev 36/38 0/6, held-out 0.914 (74/81) 0/9.
+2026-11-27 (later), working_turn ON_HOLD: a span putting its value on hold ("I'm putting the Two Oceans on hold for
+this year"; a verb put / place before "on hold", so "I was on hold with the bank" is not one) says it holds no longer
+(``no_longer``: not stored, gives up the item it names, else a release): fresh dev 402/491, superseded 16 -> 15; old
+dev 406/460 4/252, held-out 72/81 0/9, dialogs.jsonl 45/45 0/8 unchanged (fast). dialogs_dev reads 35/38 1/6 in
+this checkout's fast loop with ON_HOLD on or off (bjorn "sail", "50 km"): not moved by the rule. Independent look
+(this state): 0.798 (202/253), superseded 10/94, absent 10/98 - unchanged; course splits (Redis, every format)
+unchanged: dialogs 44/45 0/8, dialogs_dev 36/38 0/6, held-out 0.914 (74/81) 0/9.
 """
 from __future__ import annotations
 

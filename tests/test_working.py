@@ -456,6 +456,22 @@ def test_a_value_said_to_hold_no_longer_gives_up_the_item_it_names_and_is_not_st
     assert gone is None and left.kind == "release"   # names nothing stored: a turn that gives something up
 
 
+def test_a_value_put_on_hold_gives_up_the_item_it_names():
+    from memorykit.offline.working_read import Fact
+    from memorykit.offline.working_turn import given_up, no_longer
+
+    assert no_longer("I'm putting the Two Oceans on hold for this year") and no_longer("put Spanish on hold")
+    # "on hold" that no verb puts anything in: not a pause of the user's item
+    assert not no_longer("I was on hold with the bank for an hour") and not no_longer("hold on, is the plan ok")
+    said = "My mother is going into care, so I'm putting the Two Oceans on hold for this year."
+    fact = Fact("goal", "putting the Two Oceans on hold for this year", said, 1.0, 0.4, said)
+    lists = {"goal": ["Run the Two Oceans half marathon", "Learn Spanish"], "style": ["Straight talk"]}
+    assert given_up([fact], lists) == ([], ("goal", "Run the Two Oceans half marathon"))
+    waited = "I was on hold with the bank for an hour, so I want to learn Spanish faster."
+    other = Fact("goal", "learn Spanish faster", waited, 1.0, 0.4, waited)
+    assert given_up([other], lists)[0] == [other]   # stored, not read as a pause
+
+
 def test_a_dislike_naming_a_stored_item_in_a_changing_turn_gives_it_up():
     from memorykit.offline.working_read import Fact
     from memorykit.offline.working_turn import given_up

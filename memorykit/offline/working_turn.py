@@ -29,7 +29,11 @@ RESTATED = 1              # in a changing turn, a dislike naming exactly one sto
 NO_LONGER = 1             # a fact saying its value holds no longer ("I'm not pescatarian any more", "no longer
                           # vegetarian") is not stored: it gives up the one stored item it names, else it is read
                           # as a turn that gives something up and names nothing new (a release)
+ON_HOLD = 1               # ... and so does a span that puts its value on hold ("I'm putting the Two Oceans on hold
+                          # for this year", "put Spanish on hold"): a pause gives the item up; "on hold" without a
+                          # verb putting something there ("I was on hold with the bank") is no such span
 _NEGATION = {"not", "no", "never", "nor"}
+_PUT = {"put", "puts", "putting", "place", "places", "placed", "placing"}
 
 
 def _words(text: str) -> set[str]:
@@ -43,10 +47,13 @@ def _named(text: str) -> set[str]:
 
 
 def no_longer(span: str) -> bool:
-    """Whether a span says its value holds no longer: "no longer X", "not X any more / anymore"."""
+    """Whether a span says its value holds no longer: "no longer X", "not X any more / anymore", "putting X on
+    hold" (``ON_HOLD``)."""
     low = [t.low for t in tokens(span)]
     pairs = list(zip(low, low[1:]))
     if ("no", "longer") in pairs:
+        return True
+    if ON_HOLD and any(pair == ("on", "hold") and _PUT & set(low[:k]) for k, pair in enumerate(pairs)):
         return True
     ends = [k for k, pair in enumerate(pairs) if pair == ("any", "more")]
     ends += [k for k, w in enumerate(low) if w == "anymore"]
