@@ -186,6 +186,25 @@ def test_a_fact_the_check_cannot_verify_leaves_its_message_in_the_prompt(r, ns, 
     assert "NYC" in "\n".join(m.content for m in h.prompt_messages())
 
 
+def test_a_later_summary_keeps_an_earlier_fact_its_model_rewords_or_empties(r, ns, emb):
+    """The earlier summary's messages are behind the cursor: its facts reach the model only through the summary.
+    A second answer that rewords one past checking ("France" for "Paris") keeps the earlier words; an empty one
+    is no merge and writes nothing; one that leaves a fact out (a newer fact, a budget) is the model's choice."""
+    first = ["User lives in Berlin.", "User's sister Anna lives in Paris."]
+    for second, written, facts in [(["User lives in Berlin.", "User's sister Anna lives in France."], True, first),
+                                   ([], False, first), (["User lives in Berlin."], True, first[:1])]:
+        h = mk.ChatHistory(r, "u", f"t{len(second)}", namespace=ns)
+        for text in ["I live in Berlin.", "My sister Anna lives in Paris.", "ok", "cool", "nice", "sure"]:
+            h.append([U(text), A("Noted.")])
+        policy = mk.ByCount(max_messages=10, keep_last=2)
+        assert mk.summarize_if_needed(h, ScriptedModel(then=json.dumps({"facts": first})), policy, embedder=emb)
+        for text in ["What's the weather?", "Thanks.", "I started running on Mondays.", "Hello again.", "Bye."]:
+            h.append([U(text), A("Fine.")])
+        model = ScriptedModel(then=json.dumps({"facts": second}))
+        assert mk.summarize_if_needed(h, model, policy, embedder=emb) == written
+        assert h.summary_info()["facts"] == facts and h.summary_info()["cursor"] == (20 if written else 10)
+
+
 def test_trace_check_names_what_is_missing(emb):
     sources = ["I moved to Lyon in 2021 for a postdoc.", "My colleague Théo calls on Thursdays."]
     traces = S.trace(["User moved to Lyon in 2021.", "User moved to Lyon in 2012.", "User has a cat named Felix."],

@@ -162,21 +162,26 @@ def trace(facts: Sequence[str], sources: Sequence[str], embedder) -> list[Trace]
             for i, f in enumerate(facts)]
 
 
-def checked(traces: Sequence[Trace], sources: Sequence[Message], n_previous: int) -> tuple[list[str], int, list[Trace]]:
+def checked(traces: Sequence[Trace], sources: Sequence[Message], previous: Sequence[str]) -> tuple[list[str], int,
+                                                                                                 list[Trace]]:
     """(facts to keep, how many are quotes, facts dropped). A fact close to one message whose names or numbers
     that message does not hold ("New York City" for "NYC") gives way to the message itself, quoted: the summary
-    keeps what was said instead of losing it from the prompt. A fact close to no message is dropped."""
+    keeps what was said instead of losing it from the prompt. A fact closest to an earlier summary fact but naming
+    what it does not hold ("France" for "Paris") gives way to that fact: its messages are behind the summary, so
+    dropping it would take them from the prompt. A fact close to nothing is dropped."""
     kept, quotes, dropped = [], 0, []
     for t in traces:
-        near = sources[t.source - n_previous] if t.source >= n_previous else None
-        if t.ok:
-            kept.append(t.fact)
-        elif near is not None and t.close:
-            quote = f'{near.role.capitalize()} said: "{near.content}"'
-            quotes += quote not in kept
-            kept += [quote] if quote not in kept else []
-        else:
+        near = sources[t.source - len(previous)] if t.source >= len(previous) else None
+        text = t.fact if t.ok else None
+        if text is None and near is not None and t.close:
+            text = f'{near.role.capitalize()} said: "{near.content}"'
+            quotes += text not in kept
+        elif text is None and t.close:
+            text = previous[t.source]
+        if text is None:
             dropped.append(t)
+        elif text not in kept:
+            kept.append(text)
     return kept, quotes, dropped
 
 
@@ -217,9 +222,13 @@ def summarize_if_needed(history: ChatHistory, llm: ChatModel, policy: SummaryPol
             embedder = get_embedder(history.r)
         sources = source(batch)
         traces = trace(summary.facts, [*previous, *(m.content for m in sources)], embedder)
-        kept, quoted, dropped = checked(traces, sources, len(previous))
+        kept, quoted, dropped = checked(traces, sources, previous)
         if dropped and not kept:
             log.warning("summary of %s skipped: none of its %d facts traces to a message", history.key, len(dropped))
+            return False
+        if previous and not kept:  # an empty answer is no merge of the earlier facts: it must not erase them
+            log.warning("summary of %s skipped: the model kept none of the %d earlier facts", history.key,
+                        len(previous))
             return False
         for t in dropped:
             log.info("summary fact dropped, it traces to no message (similarity %.2f, missing %s): %r",
