@@ -38,12 +38,15 @@ MATCH_FLOOR = 0.55    # a found example's text is an exchange's if this similar 
 #                       question scores 0.6-0.85 against its own ("What's my resting HR"), another one 0.4-0.5
 
 
+_MEANING = set("%#&*/@\\")  # punctuation that changes what an answer says ("50% off", "C#", "AT&T", "and/or")
+
+
 def _plain(text: str) -> str:
-    """An exchange's text as its key reads it: unicode forms, case, spacing and punctuation ignored, except
-    punctuation before a digit ("-5", "1.5"); symbols kept ("$120" is not "€120", "2+2" not "2-2")."""
+    """An exchange's text as its key reads it: unicode forms, case, spacing and sentence punctuation ignored;
+    symbols, the punctuation above and punctuation before a digit ("-5", "1.5") kept ("$120" is not "€120")."""
     norm = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join("".join(" " if unicodedata.category(c).startswith("P") and not norm[i + 1:i + 2].isdigit() else c
-                            for i, c in enumerate(norm)).split())
+    return " ".join("".join(" " if unicodedata.category(c).startswith("P") and c not in _MEANING
+                            and not norm[i + 1:i + 2].isdigit() else c for i, c in enumerate(norm)).split())
 
 
 @dataclass
