@@ -7,7 +7,7 @@ from redisvl.utils.rerank import BaseReranker
 import memorykit as mk
 from memorykit.config import data_path
 from memorykit.course.routing import query_classifier
-from memorykit.memory.feedback import mmr
+from memorykit.memory.feedback import FeedbackExample, mmr
 from memorykit.memory.index import forget_user
 from memorykit.memory.procedural import evaluate_workflow
 from memorykit.offline.feedback import followup_kind, signal_of
@@ -186,6 +186,28 @@ def test_toggle_semantics(r, emb, ns):
     assert fb.mark("u1", "what is my resting heart", "rate 62 bpm", "negative") == "added"
     assert fb.mark("u1", "What is my resting heart rate?", "62 bpm.", "positive") == "removed"
     assert [(e.query, e.label) for e in fb.list("u1")] == [("what is my resting heart", "negative")]
+    # a sign, a currency, an operator or a decimal point makes another answer: one click never undoes the other
+    for a, b in [("It is -5°C.", "It is 5°C."), ("You owe $120.", "You owe €120."), ("2+2", "2-2"),
+                 ("Take 1.5 mg.", "Take 15 mg."), ("It is 50% off.", "It is 50 off."), ("Learn C#.", "Learn C.")]:
+        assert fb.mark("u2", "Which one?", a, "positive") == "added"
+        assert fb.mark("u2", "Which one?", b, "negative") == "added"
+        assert fb.get("u2", "Which one?", a).label == "positive" and fb.get("u2", "Which one?", b).label == "negative"
+    assert fb.count("u2") == 12
+
+
+def test_feedback_written_under_the_legacy_key_is_still_toggled(r, emb, ns):
+    """Examples written before the key kept symbols are found under their old key, not written twice."""
+    fb = mk.FeedbackStore(r, emb, namespace=ns)
+    q, a = "What's my resting heart rate?", "62 bpm."
+    doc = fb._doc("u1", FeedbackExample(query=q, response=a, label="positive", user_id="u1"), emb.embed(q))
+    r.json().set(fb._legacy_key("u1", q, a), "$", doc)
+    assert fb.get("u1", "what's my resting heart rate", "62 bpm").label == "positive"
+    assert fb.mark("u1", q, a, "negative") == "switched" and fb.count("u1") == 1
+    r.json().set(fb._legacy_key("u1", "Temp?", "-5°C"), "$",
+                 fb._doc("u1", FeedbackExample(query="Temp?", response="-5°C", label="positive"), emb.embed("Temp?")))
+    assert fb.get("u1", "Temp?", "5°C") is None  # its legacy key is shared, its text is not
+    assert fb.mark("u1", "Temp?", "5°C", "negative") == "added" and fb.get("u1", "Temp?", "-5°C").label == "positive"
+    assert fb.delete("u1", q, a) and fb.count("u1") == 2
 
 
 def test_feedback_examples_are_isolated_per_user(r, emb, ns):

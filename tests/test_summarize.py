@@ -186,6 +186,40 @@ def test_a_fact_the_check_cannot_verify_leaves_its_message_in_the_prompt(r, ns, 
     assert "NYC" in "\n".join(m.content for m in h.prompt_messages())
 
 
+def test_a_later_summary_keeps_an_earlier_fact_its_model_rewords_or_leaves_empty(r, ns, emb):
+    """The earlier summary's messages are behind the cursor: its facts reach the model only through the summary.
+    A second answer that rewords one past checking ("France" for "Paris") keeps the earlier words, and an empty
+    one carries the earlier facts on; one that leaves a fact out (a newer fact, a budget) is the model's choice."""
+    first = ["User lives in Berlin.", "User's sister Anna lives in Paris."]
+    for second, facts in [(["User lives in Berlin.", "User's sister Anna lives in France."], first), ([], first),
+                          (["User lives in Berlin."], first[:1])]:
+        h = mk.ChatHistory(r, "u", f"t{len(second)}", namespace=ns)
+        for text in ["I live in Berlin.", "My sister Anna lives in Paris.", "ok", "cool", "nice", "sure"]:
+            h.append([U(text), A("Noted.")])
+        policy = mk.ByCount(max_messages=10, keep_last=2)
+        assert mk.summarize_if_needed(h, ScriptedModel(then=json.dumps({"facts": first})), policy, embedder=emb)
+        for text in ["What's the weather?", "Thanks.", "I started running on Mondays.", "Hello again.", "Bye."]:
+            h.append([U(text), A("Fine.")])
+        assert mk.summarize_if_needed(h, ScriptedModel(then=json.dumps({"facts": second})), policy, embedder=emb)
+        assert h.summary_info()["facts"] == facts and h.summary_info()["cursor"] == 20
+
+
+def test_an_update_the_check_cannot_verify_quotes_the_new_message_not_the_old_fact(r, ns, emb):
+    """"User now lives in Munich, Germany" is closest to the earlier "User lives in Berlin." and names a word no
+    message holds: the new message it comes from is quoted, the outdated fact does not come back."""
+    policy = mk.ByCount(max_messages=10, keep_last=2)
+    for n, fact in enumerate(["User now lives in Munich, Germany.", "User lives in München now."]):
+        h = mk.ChatHistory(r, "u", f"t{n}", namespace=ns)
+        for text in ["I live in Berlin.", "ok", "cool", "nice", "sure", "fine"]:
+            h.append([U(text), A("Noted.")])
+        assert mk.summarize_if_needed(h, ScriptedModel(then=json.dumps({"facts": ["User lives in Berlin."]})),
+                                      policy, embedder=emb)
+        for text in ["I moved to Munich last week.", "Thanks.", "Hello again.", "How are you?", "Bye."]:
+            h.append([U(text), A("Fine.")])
+        assert mk.summarize_if_needed(h, ScriptedModel(then=json.dumps({"facts": [fact]})), policy, embedder=emb)
+        assert h.summary_info()["facts"] == ['User said: "I moved to Munich last week."']
+
+
 def test_trace_check_names_what_is_missing(emb):
     sources = ["I moved to Lyon in 2021 for a postdoc.", "My colleague Théo calls on Thursdays."]
     traces = S.trace(["User moved to Lyon in 2021.", "User moved to Lyon in 2012.", "User has a cat named Felix."],

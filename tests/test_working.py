@@ -87,6 +87,10 @@ def test_text_mode_and_bad_types(r, ns):
     assert wm.get("u1", "t1") == "todo: book flights\n"
     with pytest.raises(mk.ValidationError):
         wm.update({"x": 1}, "u1", "t1")
+    for blank in ("", "  \n "):  # a blank answer never erases it: emptying it is clear()'s job
+        with pytest.raises(mk.ValidationError, match="clear"):
+            wm.update(blank, "u1", "t1")
+    assert wm.get("u1", "t1") == "todo: book flights\n"
     with pytest.raises(mk.ValidationError):
         mk.WorkingMemory(r, ns, template="# A\n-", schema=Profile)
     with pytest.raises(mk.ValidationError):
@@ -286,6 +290,11 @@ def test_task_failed_is_logged_and_leaves_memory_unchanged(r, ns, caplog):
     assert "left unchanged" in caplog.text
     with pytest.raises(ValueError):
         WorkingUpdate(changed=True, content=None, reason="x")
+    blank = ScriptedModel(update(" \n "), update("\t"))  # a blank profile from the model, twice: erases nothing
+    assert not wm.observe("Call me Bo", blank, user_id="u1", thread_id="t1").changed
+    tool = {t.name: t for t in wm.tools("u1", "t1")}["update_working_memory"]
+    assert "blank" in tool.run(json.dumps({"content": "  "}))
+    assert "- Name: Ada" in wm.get("u1", "t1") and len(wm.history("u1", "t1")) == 0
 
 
 def test_domain_modules_know_nothing_of_the_offline_backend():

@@ -7,9 +7,11 @@ diversified with MMR: positives to follow, negatives to avoid.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import logging
 import time
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Sequence
 
@@ -23,7 +25,7 @@ from redisvl.utils.rerank import BaseReranker
 from ..errors import ValidationError
 from ..keys import check_id, check_namespace, user_key
 from ..llm.task import Task, TaskFailed, run_task
-from .index import (content_hash, ensure_index, forgotten_since, json_docs, nearest, owner_field, owner_filter,
+from .index import (content_hash, decoded, ensure_index, forgotten_since, json_docs, nearest, owner_field, owner_filter,
                     owner_tag, vector_field)
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,17 @@ MMR_LAMBDA = 0.7      # relevance against variety
 WINDOW = 4            # exchanges analyze_feedback reads
 MATCH_FLOOR = 0.55    # a found example's text is an exchange's if this similar (difflib ratio): a paraphrased
 #                       question scores 0.6-0.85 against its own ("What's my resting HR"), another one 0.4-0.5
+
+
+_MEANING = set("%#&*/@\\")  # punctuation that changes what an answer says ("50% off", "C#", "AT&T", "and/or")
+
+
+def _plain(text: str) -> str:
+    """An exchange's text as its key reads it: unicode forms, case, spacing and sentence punctuation ignored;
+    symbols, the punctuation above and punctuation before a digit ("-5", "1.5") kept ("$120" is not "€120")."""
+    norm = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join("".join(" " if unicodedata.category(c).startswith("P") and c not in _MEANING
+                            and not norm[i + 1:i + 2].isdigit() else c for i, c in enumerate(norm)).split())
 
 
 @dataclass
@@ -133,10 +146,27 @@ class FeedbackStore:
         self.index = ensure_index(redis_client, feedback_schema(namespace, embedder.dims))
 
     def key(self, user_id: str, query: str, response: str) -> str:
-        # each part normalized on its own (case and punctuation do not make a new exchange), then the pair:
-        # joining the texts first let "... heart rate" + "62 bpm" and "... heart" + "rate 62 bpm" share a key
+        """The exchange's key (see ``_plain``: "62 bpm." is "62 bpm", "-5°C" is not "5°C"). Each text is
+        encoded on its own, so no split of one pair makes another."""
+        digest = hashlib.sha256(json.dumps([_plain(query), _plain(response)], ensure_ascii=False).encode())
+        return user_key(self.namespace, "feedback", check_id(user_id, "user_id"), digest.hexdigest()[:16])
+
+    def _legacy_key(self, user_id: str, query: str, response: str) -> str:
+        """The key before 2026-11-27: punctuation and symbols ignored, so "-5°C" and "5°C" shared one."""
         digest = content_hash(content_hash(query) + " " + content_hash(response))[:16]
         return user_key(self.namespace, "feedback", check_id(user_id, "user_id"), digest)
+
+    def _locate(self, user_id: str, query: str, response: str) -> str:
+        """The key holding this exact exchange: its own, or one written under the legacy key (one round trip)."""
+        k, old = self.key(user_id, query, response), self._legacy_key(user_id, query, response)
+        pipe = self.redis.pipeline(transaction=False)  # both keys carry the user's hash tag: one slot
+        pipe.exists(k)
+        pipe.json().get(old, "$.query", "$.response")
+        exists, legacy = pipe.execute()
+        legacy = decoded(legacy) or {}
+        same = [_plain(v[0]) for v in (legacy.get("$.query"), legacy.get("$.response")) if v] == \
+            [_plain(query), _plain(response)]
+        return old if not exists and same else k
 
     def _doc(self, user_id: str, example: FeedbackExample, vector: Sequence[float]) -> dict[str, Any]:
         return {**asdict(example), "user_id": user_id, "user_tag": owner_tag(user_id), "text": example.query,
@@ -145,10 +175,10 @@ class FeedbackStore:
     def mark(self, user_id: str, query: str, response: str, label: str) -> str:
         """A thumbs button: new -> "added"; same label again -> "removed"; other label -> "switched"."""
         example = FeedbackExample(query=query, response=response, label=label, user_id=user_id)
-        k, doc = self.key(user_id, query, response), self._doc(user_id, example, self.embedder.embed(query))
+        k, doc = self._locate(user_id, query, response), self._doc(user_id, example, self.embedder.embed(query))
 
         def toggle(pipe) -> str:
-            current = pipe.json().get(k, "$.label")
+            current = decoded(pipe.json().get(k, "$.label"))
             pipe.multi()
             if current and current[0] == label:
                 pipe.delete(k)
@@ -172,11 +202,11 @@ class FeedbackStore:
         if found:  # one embedding batch, one pipelined write
             vectors = self.embedder.embed_many([e.query for e in found])
             self.index.load([self._doc(user_id, e, v) for e, v in zip(found, vectors)],
-                            keys=[self.key(user_id, e.query, e.response) for e in found])
+                            keys=[self._locate(user_id, e.query, e.response) for e in found])
         return found
 
     def get(self, user_id: str, query: str, response: str) -> FeedbackExample | None:
-        doc = self.redis.json().get(self.key(user_id, query, response))
+        doc = self.redis.json().get(self._locate(user_id, query, response))
         return self._example(doc) if doc else None
 
     @staticmethod
@@ -221,7 +251,7 @@ class FeedbackStore:
         return Guidance(positives=pos, negatives=neg)
 
     def delete(self, user_id: str, query: str, response: str) -> bool:
-        return bool(self.redis.delete(self.key(user_id, query, response)))
+        return bool(self.redis.delete(self._locate(user_id, query, response)))
 
 
 ANALYZE_PROMPT = """You read the last few exchanges between a user and an assistant and find feedback

@@ -28,7 +28,7 @@ from redisvl.query.filter import Tag
 
 from ..errors import ValidationError
 from ..keys import check_id, check_namespace, key
-from .index import SHARED_TAG, ensure_index, json_docs, nearest, owner_field, owner_tag, vector_field
+from .index import SHARED_TAG, decoded, ensure_index, json_docs, nearest, owner_field, owner_tag, vector_field
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ class ProcedureStore:
         stored: dict[str, Any] = {}
 
         def upsert(pipe) -> None:   # same owner + query type + tool set -> same document
-            doc = pipe.json().get(self.key(pid))
+            doc = decoded(pipe.json().get(self.key(pid)))
             pipe.multi()
             if doc:
                 n = int(doc["uses"])
@@ -294,7 +294,7 @@ class ProcedureStore:
         tag, k = self._tag(user_id), self.key(procedure_id)
 
         def attempt(pipe) -> bool:
-            mine = pipe.json().get(k, "$.user_tag") == [tag]
+            mine = decoded(pipe.json().get(k, "$.user_tag")) == [tag]
             pipe.multi()
             if mine:
                 pipe.delete(k)

@@ -134,11 +134,14 @@ def anchors(text: str) -> set[str]:
 
 @dataclass
 class Trace:
-    """A fact, the source it is closest to (index into the sources) and whether it traces."""
+    """A fact, the source it is closest to (index into the sources) and whether it traces; ``message``: the
+    closest of the sources from ``trace``'s ``first_message`` on (-1 without any) and its similarity."""
     fact: str
     source: int
     similarity: float
     missing: set[str]
+    message: int = -1
+    message_similarity: float = 0.0
 
     @property
     def close(self) -> bool:
@@ -150,33 +153,45 @@ class Trace:
         return not self.missing and self.close
 
 
-def trace(facts: Sequence[str], sources: Sequence[str], embedder) -> list[Trace]:
-    """For each fact: its closest source by embedding similarity, and the anchors no source contains."""
+def trace(facts: Sequence[str], sources: Sequence[str], embedder, first_message: int = 0) -> list[Trace]:
+    """For each fact: its closest source by embedding similarity, its closest source from ``first_message`` on
+    (the sources before it are earlier summary facts), and the anchors no source contains."""
     if not facts or not sources:
         return [Trace(f, -1, 0.0, anchors(f)) for f in facts]
     vecs = np.asarray(embedder.embed_many([*facts, *sources]), dtype=np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True).clip(1e-9)
     sims = vecs[: len(facts)] @ vecs[len(facts):].T
     vocabulary = {t.lower() for s in sources for t in _WORD.findall(s)}
-    return [Trace(f, int(sims[i].argmax()), float(sims[i].max()), anchors(f) - vocabulary)
-            for i, f in enumerate(facts)]
+    traces = [Trace(f, int(sims[i].argmax()), float(sims[i].max()), anchors(f) - vocabulary)
+              for i, f in enumerate(facts)]
+    if first_message < len(sources):
+        for t, row in zip(traces, sims[:, first_message:]):
+            t.message, t.message_similarity = first_message + int(row.argmax()), float(row.max())
+    return traces
 
 
-def checked(traces: Sequence[Trace], sources: Sequence[Message], n_previous: int) -> tuple[list[str], int, list[Trace]]:
-    """(facts to keep, how many are quotes, facts dropped). A fact close to one message whose names or numbers
-    that message does not hold ("New York City" for "NYC") gives way to the message itself, quoted: the summary
-    keeps what was said instead of losing it from the prompt. A fact close to no message is dropped."""
+def checked(traces: Sequence[Trace], sources: Sequence[Message], previous: Sequence[str]) -> tuple[list[str], int,
+                                                                                                 list[Trace]]:
+    """(facts to keep, how many are quotes, facts dropped), for traces made with ``first_message=len(previous)``.
+    A fact naming what its sources do not hold ("New York City" for "NYC") gives way to the closest new message
+    if it is close, quoted: the summary keeps what was said instead of losing it from the prompt, and a new
+    message is newer than any earlier fact ("User lives in Munich, Germany" quotes "I moved to Munich", it does
+    not bring back "User lives in Berlin."). Failing that, to the earlier summary fact it is close to ("France"
+    for "Paris"): that fact's messages are behind the summary, so dropping it would take them from the prompt.
+    A fact close to nothing is dropped."""
     kept, quotes, dropped = [], 0, []
     for t in traces:
-        near = sources[t.source - n_previous] if t.source >= n_previous else None
-        if t.ok:
-            kept.append(t.fact)
-        elif near is not None and t.close:
-            quote = f'{near.role.capitalize()} said: "{near.content}"'
-            quotes += quote not in kept
-            kept += [quote] if quote not in kept else []
-        else:
+        text = t.fact if t.ok else None
+        if text is None and t.message >= 0 and t.message_similarity >= TRACE_THRESHOLD:
+            near = sources[t.message - len(previous)]
+            text = f'{near.role.capitalize()} said: "{near.content}"'
+            quotes += text not in kept
+        elif text is None and t.close:  # closest to an earlier fact, and no new message is close
+            text = previous[t.source]
+        if text is None:
             dropped.append(t)
+        elif text not in kept:
+            kept.append(text)
     return kept, quotes, dropped
 
 
@@ -216,11 +231,15 @@ def summarize_if_needed(history: ChatHistory, llm: ChatModel, policy: SummaryPol
 
             embedder = get_embedder(history.r)
         sources = source(batch)
-        traces = trace(summary.facts, [*previous, *(m.content for m in sources)], embedder)
-        kept, quoted, dropped = checked(traces, sources, len(previous))
+        traces = trace(summary.facts, [*previous, *(m.content for m in sources)], embedder, len(previous))
+        kept, quoted, dropped = checked(traces, sources, previous)
         if dropped and not kept:
             log.warning("summary of %s skipped: none of its %d facts traces to a message", history.key, len(dropped))
             return False
+        if previous and not kept:  # nothing new to keep is no reason to erase the earlier facts: carried on
+            log.info("summary of %s: the model kept none of the %d earlier facts; they stay", history.key,
+                     len(previous))
+            kept = list(previous)
         for t in dropped:
             log.info("summary fact dropped, it traces to no message (similarity %.2f, missing %s): %r",
                      t.similarity, sorted(t.missing), t.fact)

@@ -122,7 +122,10 @@ class WorkingMemory:
         if self.format != "schema":
             if not isinstance(content, str):
                 raise ValidationError(f"{self.format} working memory takes text, got {type(content).__name__}")
-            return content.replace("\r\n", "\n").strip() + "\n" if content.strip() else ""
+            if not content.strip():  # a blank answer would erase the profile: emptying it is clear()'s job
+                raise ValidationError("working memory update is blank; nothing was written. Send the complete "
+                                      "new content, or call clear (the clear_working_memory tool) to empty it")
+            return content.replace("\r\n", "\n").strip() + "\n"
         if isinstance(content, str):
             try:
                 content = json.loads(content)
@@ -143,7 +146,7 @@ class WorkingMemory:
                 content = self.schema.model_validate(content).model_dump(mode="json")
             except PydanticError as exc:
                 problems = [f"field '{_error_path(e['loc'])}': {e['msg']}" for e in exc.errors()]
-        elif self.format == "template" and content:
+        elif self.format == "template":
             missing = [h for h in _headings(self.template) if h not in _headings(content)]
             if missing:
                 problems = [f"it must keep the template's sections; missing {missing}. "

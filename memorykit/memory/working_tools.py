@@ -33,7 +33,7 @@ class WorkingUpdate(BaseModel):
 
     @model_validator(mode="after")
     def _content_when_changed(self) -> "WorkingUpdate":
-        if self.changed and (self.content is None or self.content == ""):
+        if self.changed and (self.content is None or isinstance(self.content, str) and not self.content.strip()):
             raise ValueError("changed is true but content is empty: send the new content, or changed=false")
         return self
 
