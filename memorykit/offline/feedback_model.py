@@ -130,6 +130,8 @@ STAGE = "cross"              # the second stage (feedback_stage), shipped 2026-1
 STAGE_PARTS, STAGE_C = 3, 1.0     # windows) or "cross" (and cross-fitted on thirds of the training windows); its C
 STAGE_DROP: tuple[str, ...] = ()  # second-stage features left out (feedback_stage.NAMES)
 STAGE_BLENDS = (0.75,)       # shares of the second stage's P(feedback) in the one read (the rest: the first's)
+CONTRAST = ""                # the clause after a contrast as positive-or-negative's features: "" off, "sign" (embeddings of
+                             # it and of what precedes it, its n-grams), "clause" (its embedding), "both" ("sign" in both turn models)
 
 
 def window_of(row: dict) -> Window:
@@ -171,6 +173,26 @@ def head_and_tail(text: str) -> tuple[str, str]:
     """A turn of two or more sentences as (all but its last sentence, its last); one sentence: (text, "")."""
     parts = sentences(text)
     return (" ".join(parts[:-1]), parts[-1]) if len(parts) > 1 else (text, "")
+
+
+_CONTRAST = re.compile(r"\b(?:but|though|however|although|only|except|still)\b", re.I)
+
+
+def after_contrast(text: str) -> tuple[str, str]:
+    """A turn as (what comes before its last contrast, the clause from that contrast on): the judgement a courtesy
+    may front ("thanks, but it burned"). The clause ends with its sentence; a contrast closing its clause ("handy
+    though") takes that clause. No contrast: (text, "")."""
+    found = list(_CONTRAST.finditer(text))
+    if not found:
+        return text, ""
+    m = found[-1]
+    rest = text[m.start():]
+    end = re.search(r"[.!?;\n]", rest[len(m.group(0)):])
+    clause = rest[: len(m.group(0)) + end.start()] if end else rest
+    if len(clause.split()) < 2:         # "..., handy though." : the clause it closes
+        start = max(text.rfind(c, 0, m.start()) for c in ".!?;,\n") + 1
+        return text[:start].strip(), text[start:m.end()].strip()
+    return text[:m.start()].strip(), clause.strip()
 
 
 def numbers(text: str) -> set[str]:
@@ -229,7 +251,8 @@ class FeedbackModel:
                  polarity: Sequence[Window] | None = None, sentence_weight: float = 1.0, own_vocab: bool = False,
                  split: bool = False, grid: str = "threshold", stage: str = "", stage_c: float = STAGE_C,
                  stage_parts: int = STAGE_PARTS, stage_drop: tuple[str, ...] = STAGE_DROP,
-                 stage_blend: tuple[float, ...] = STAGE_BLENDS):
+                 stage_blend: tuple[float, ...] = STAGE_BLENDS, contrast: str = CONTRAST):
+        self.contrast = contrast
         self.vectors, self.split, self.grid, self.stage = Embeddings(embedder), split, grid, None
         self.stage_blends = tuple(stage_blend) if stage else (1.0,)
         rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
@@ -278,11 +301,35 @@ class FeedbackModel:
         return hstack([csr_matrix(self.vectors(heads)), csr_matrix(self.vectors([tail for _, tail in parts])),
                        chars.transform(lower), words.transform(lower), csr_matrix(np.asarray(share, np.float32))])
 
+    def contrast_features(self, texts: Sequence[str], vocab):
+        """A turn read from its last contrast on (:func:`after_contrast`): that clause's embedding and n-grams, what
+        comes before it (embedding), and whether there is one; zeros without a contrast."""
+        from scipy.sparse import csr_matrix, hstack
+
+        parts = [after_contrast(t) for t in texts]
+        clauses = [c for _, c in parts]
+        fronts = [h if c else "" for h, c in parts]
+        flag = csr_matrix(np.asarray([[float(bool(c))] for c in clauses], np.float32))
+        if getattr(self, "contrast", "") == "clause":       # the clause's embedding only
+            return hstack([csr_matrix(self.vectors(clauses)), flag]).tocsr()
+        lower = [c.lower() for c in clauses]
+        chars, words = vocab
+        return hstack([csr_matrix(self.vectors(clauses)), csr_matrix(self.vectors(fronts)), chars.transform(lower),
+                       words.transform(lower), flag]).tocsr()
+
+    def sign_features(self, px, texts: Sequence[str], vocab):
+        """Positive-or-negative's features: the turn's (``px``), and its clause after a contrast when ``contrast``."""
+        from scipy.sparse import hstack
+
+        return hstack([px, self.contrast_features(texts, vocab)]).tocsr() if getattr(self, "contrast", "") else px
+
     def detection_features(self, x, texts: Sequence[str]):
         """Feedback-or-none's features: the turn's (``x``), and its parts when ``split``."""
         from scipy.sparse import hstack
 
-        return hstack([x, self.split_features(texts)]).tocsr() if self.split else x
+        x = hstack([x, self.split_features(texts)]).tocsr() if self.split else x
+        return hstack([x, self.contrast_features(texts, self.vocab)]).tocsr() \
+            if getattr(self, "contrast", "") == "both" else x
 
     def turn_features(self, texts: Sequence[str], previous: Sequence[str]):
         return self.detection_features(self.features([self.vocab], texts, previous)[0], texts)
@@ -292,7 +339,8 @@ class FeedbackModel:
         from sklearn.linear_model import LogisticRegression
 
         vocab = vocabulary([r[0] for r in signs]) if self.own_vocab else self.vocab
-        px = self.features([vocab], [r[0] for r in signs], [r[1] for r in signs])[0]
+        px = self.sign_features(self.features([vocab], [r[0] for r in signs], [r[1] for r in signs])[0],
+                                [r[0] for r in signs], vocab)
         return (LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x, given),
                 (vocab, LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(
                     px, [r[2] for r in signs], sample_weight=[r[3] for r in signs])))
@@ -318,7 +366,7 @@ class FeedbackModel:
             return np.zeros((0, len(LABELS)))
         (detect, (vocab, sign)) = self.turns
         x, px = self.features([self.vocab, vocab], texts, previous)
-        x = self.detection_features(x, texts)
+        x, px = self.detection_features(x, texts), self.sign_features(px, texts, vocab)
         given, negative = detect.predict_proba(x)[:, 1], sign.predict_proba(px)[:, 1]
         return np.stack([1.0 - given, given * (1.0 - negative), given * negative], axis=1)
 
