@@ -86,6 +86,7 @@ class Rule:
 def grid(name: str, blends: Sequence[float] = (1.0,)) -> tuple[Rule, ...]:
     """Candidate rules: ``threshold`` (0.30 .. 0.70), ``low`` (from 0.10), ``parts`` (low x parts margins), each
     with every second-stage share in ``blends``."""
+    name = name.rsplit("-s", 1)[0]          # "parts-s1": the parts grid, judged with smoothing (pick)
     return {"threshold": tuple(Rule(t, NEVER, b) for t in THRESHOLDS for b in blends),
             "low": tuple(Rule(t, NEVER, b) for t in LOW_THRESHOLDS for b in blends),
             "parts": tuple(Rule(t, m, b) for t in LOW_THRESHOLDS for m in (NEVER, 0.0, 0.2, 0.4, 0.6, 0.8)
@@ -131,7 +132,8 @@ STAGE_PARTS, STAGE_C = 3, 1.0     # windows) or "cross" (and cross-fitted on thi
 STAGE_DROP: tuple[str, ...] = ()  # second-stage features left out (feedback_stage.NAMES)
 STAGE_BLENDS = (0.75,)       # shares of the second stage's P(feedback) in the one read (the rest: the first's)
 CONTRAST = ""                # the clause after a contrast as positive-or-negative's features: "" off, "sign" (embeddings of
-                             # it and of what precedes it, its n-grams), "clause" (its embedding), "both" ("sign" in both turn models)
+                             # it and of what precedes it, its n-grams), "clause" (its embedding), "both" ("sign" in both turn models),
+                             # "read" (P(negative) half the turn's, half its clause's read alone)
 
 
 def window_of(row: dict) -> Window:
@@ -321,7 +323,8 @@ class FeedbackModel:
         """Positive-or-negative's features: the turn's (``px``), and its clause after a contrast when ``contrast``."""
         from scipy.sparse import hstack
 
-        return hstack([px, self.contrast_features(texts, vocab)]).tocsr() if getattr(self, "contrast", "") else px
+        return hstack([px, self.contrast_features(texts, vocab)]).tocsr() \
+            if getattr(self, "contrast", "") in ("sign", "clause", "both") else px
 
     def detection_features(self, x, texts: Sequence[str]):
         """Feedback-or-none's features: the turn's (``x``), and its parts when ``split``."""
@@ -368,6 +371,13 @@ class FeedbackModel:
         x, px = self.features([self.vocab, vocab], texts, previous)
         x, px = self.detection_features(x, texts), self.sign_features(px, texts, vocab)
         given, negative = detect.predict_proba(x)[:, 1], sign.predict_proba(px)[:, 1]
+        if getattr(self, "contrast", "") == "read":       # the clause after a contrast read as a turn of its own
+            clauses = [after_contrast(t)[1] for t in texts]
+            at = [i for i, c in enumerate(clauses) if c]
+            if at:
+                cx = self.features([vocab], [clauses[i] for i in at], [previous[i] for i in at])[0]
+                negative = negative.copy()
+                negative[at] = 0.5 * negative[at] + 0.5 * sign.predict_proba(cx)[:, 1]
         return np.stack([1.0 - given, given * (1.0 - negative), given * negative], axis=1)
 
     def attach_probabilities(self, pairs: Sequence[tuple[str, str]], j: int, turn: str | None = None) -> np.ndarray:
@@ -434,11 +444,18 @@ class FeedbackModel:
         parts = any(r.parts < NEVER for r in rules)
         read = [(self.readings(w.pairs, parts), w.items or {(k, label) for k, label in zip(w.targets, w.labels)
                                                             if k >= 0}) for w in windows]
-        return pick(rules, read, self.choose)
+        return pick(rules, read, self.choose, smoothing(name or self.grid))
 
 
-def pick(rules: Sequence[Rule], read: Sequence[tuple], choose) -> tuple[Rule, float]:
-    """The best rule on ``read`` ((readings, wanted items) per dev window): best F1, fewest splits, middle threshold."""
+def smoothing(name: str) -> int:
+    """Neighbouring thresholds each side whose dev F1 a grid's rule is judged by: "parts-s2" 2, "parts" 0."""
+    return int(name.rsplit("-s", 1)[1]) if "-s" in name else 0
+
+
+def pick(rules: Sequence[Rule], read: Sequence[tuple], choose, smooth: int = 0) -> tuple[Rule, float]:
+    """The best rule on ``read`` ((readings, wanted items) per dev window): best F1, fewest splits, middle threshold.
+    With ``smooth``, a rule is judged by the mean F1 of the rules ``smooth`` thresholds either side of it (same
+    margin and share; the dev windows are few, so a lone peak of F1 is mostly noise); its own F1 is returned."""
     f1s = {}
     for rule in rules:
         tp = fp = fn = 0
@@ -446,6 +463,19 @@ def pick(rules: Sequence[Rule], read: Sequence[tuple], choose) -> tuple[Rule, fl
             got = {(k, label) for r in readings for _, k, label in choose(r, rule)}
             tp, fp, fn = tp + len(got & want), fp + len(got - want), fn + len(want - got)
         f1s[rule] = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+    if smooth:
+        own = f1s
+        steps = sorted({r.threshold for r in rules})
+        f1s = {}
+        for rule in own:
+            i = steps.index(rule.threshold)
+            near = [Rule(t, rule.parts, rule.blend) for t in steps[max(0, i - smooth): i + smooth + 1]]
+            f1s[rule] = float(np.mean([own[r] for r in near if r in own]))
+        best = max(f1s.values())
+        plainest = max(r.parts for r, f in f1s.items() if f == best)
+        plateau = [r for r, f in f1s.items() if f == best and r.parts == plainest]
+        chosen = plateau[len(plateau) // 2]
+        return chosen, own[chosen]
     best = max(f1s.values())
     plainest = max(r.parts for r, f in f1s.items() if f == best)        # one item per turn when equal
     plateau = [r for r, f in f1s.items() if f == best and r.parts == plainest]
