@@ -86,7 +86,6 @@ class Rule:
 def grid(name: str, blends: Sequence[float] = (1.0,)) -> tuple[Rule, ...]:
     """Candidate rules: ``threshold`` (0.30 .. 0.70), ``low`` (from 0.10), ``parts`` (low x parts margins), each
     with every second-stage share in ``blends``."""
-    name = name.rsplit("-s", 1)[0]          # "parts-s1": the parts grid, judged with smoothing (pick)
     return {"threshold": tuple(Rule(t, NEVER, b) for t in THRESHOLDS for b in blends),
             "low": tuple(Rule(t, NEVER, b) for t in LOW_THRESHOLDS for b in blends),
             "parts": tuple(Rule(t, m, b) for t in LOW_THRESHOLDS for m in (NEVER, 0.0, 0.2, 0.4, 0.6, 0.8)
@@ -131,9 +130,6 @@ STAGE = "cross"              # the second stage (feedback_stage), shipped 2026-1
 STAGE_PARTS, STAGE_C = 3, 1.0     # windows) or "cross" (and cross-fitted on thirds of the training windows); its C
 STAGE_DROP: tuple[str, ...] = ()  # second-stage features left out (feedback_stage.NAMES)
 STAGE_BLENDS = (0.75,)       # shares of the second stage's P(feedback) in the one read (the rest: the first's)
-CONTRAST = ""                # the clause after a contrast as positive-or-negative's features: "" off, "sign" (embeddings of
-                             # it and of what precedes it, its n-grams), "clause" (its embedding), "both" ("sign" in both turn models),
-                             # "read" (P(negative) half the turn's, half its clause's read alone)
 
 
 def window_of(row: dict) -> Window:
@@ -175,26 +171,6 @@ def head_and_tail(text: str) -> tuple[str, str]:
     """A turn of two or more sentences as (all but its last sentence, its last); one sentence: (text, "")."""
     parts = sentences(text)
     return (" ".join(parts[:-1]), parts[-1]) if len(parts) > 1 else (text, "")
-
-
-_CONTRAST = re.compile(r"\b(?:but|though|however|although|only|except|still)\b", re.I)
-
-
-def after_contrast(text: str) -> tuple[str, str]:
-    """A turn as (what comes before its last contrast, the clause from that contrast on): the judgement a courtesy
-    may front ("thanks, but it burned"). The clause ends with its sentence; a contrast closing its clause ("handy
-    though") takes that clause. No contrast: (text, "")."""
-    found = list(_CONTRAST.finditer(text))
-    if not found:
-        return text, ""
-    m = found[-1]
-    rest = text[m.start():]
-    end = re.search(r"[.!?;\n]", rest[len(m.group(0)):])
-    clause = rest[: len(m.group(0)) + end.start()] if end else rest
-    if len(clause.split()) < 2:         # "..., handy though." : the clause it closes
-        start = max(text.rfind(c, 0, m.start()) for c in ".!?;,\n") + 1
-        return text[:start].strip(), text[start:m.end()].strip()
-    return text[:m.start()].strip(), clause.strip()
 
 
 def numbers(text: str) -> set[str]:
@@ -253,8 +229,7 @@ class FeedbackModel:
                  polarity: Sequence[Window] | None = None, sentence_weight: float = 1.0, own_vocab: bool = False,
                  split: bool = False, grid: str = "threshold", stage: str = "", stage_c: float = STAGE_C,
                  stage_parts: int = STAGE_PARTS, stage_drop: tuple[str, ...] = STAGE_DROP,
-                 stage_blend: tuple[float, ...] = STAGE_BLENDS, contrast: str = CONTRAST):
-        self.contrast = contrast
+                 stage_blend: tuple[float, ...] = STAGE_BLENDS):
         self.vectors, self.split, self.grid, self.stage = Embeddings(embedder), split, grid, None
         self.stage_blends = tuple(stage_blend) if stage else (1.0,)
         rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
@@ -303,36 +278,11 @@ class FeedbackModel:
         return hstack([csr_matrix(self.vectors(heads)), csr_matrix(self.vectors([tail for _, tail in parts])),
                        chars.transform(lower), words.transform(lower), csr_matrix(np.asarray(share, np.float32))])
 
-    def contrast_features(self, texts: Sequence[str], vocab):
-        """A turn read from its last contrast on (:func:`after_contrast`): that clause's embedding and n-grams, what
-        comes before it (embedding), and whether there is one; zeros without a contrast."""
-        from scipy.sparse import csr_matrix, hstack
-
-        parts = [after_contrast(t) for t in texts]
-        clauses = [c for _, c in parts]
-        fronts = [h if c else "" for h, c in parts]
-        flag = csr_matrix(np.asarray([[float(bool(c))] for c in clauses], np.float32))
-        if getattr(self, "contrast", "") == "clause":       # the clause's embedding only
-            return hstack([csr_matrix(self.vectors(clauses)), flag]).tocsr()
-        lower = [c.lower() for c in clauses]
-        chars, words = vocab
-        return hstack([csr_matrix(self.vectors(clauses)), csr_matrix(self.vectors(fronts)), chars.transform(lower),
-                       words.transform(lower), flag]).tocsr()
-
-    def sign_features(self, px, texts: Sequence[str], vocab):
-        """Positive-or-negative's features: the turn's (``px``), and its clause after a contrast when ``contrast``."""
-        from scipy.sparse import hstack
-
-        return hstack([px, self.contrast_features(texts, vocab)]).tocsr() \
-            if getattr(self, "contrast", "") in ("sign", "clause", "both") else px
-
     def detection_features(self, x, texts: Sequence[str]):
         """Feedback-or-none's features: the turn's (``x``), and its parts when ``split``."""
         from scipy.sparse import hstack
 
-        x = hstack([x, self.split_features(texts)]).tocsr() if self.split else x
-        return hstack([x, self.contrast_features(texts, self.vocab)]).tocsr() \
-            if getattr(self, "contrast", "") == "both" else x
+        return hstack([x, self.split_features(texts)]).tocsr() if self.split else x
 
     def turn_features(self, texts: Sequence[str], previous: Sequence[str]):
         return self.detection_features(self.features([self.vocab], texts, previous)[0], texts)
@@ -342,8 +292,7 @@ class FeedbackModel:
         from sklearn.linear_model import LogisticRegression
 
         vocab = vocabulary([r[0] for r in signs]) if self.own_vocab else self.vocab
-        px = self.sign_features(self.features([vocab], [r[0] for r in signs], [r[1] for r in signs])[0],
-                                [r[0] for r in signs], vocab)
+        px = self.features([vocab], [r[0] for r in signs], [r[1] for r in signs])[0]
         return (LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x, given),
                 (vocab, LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(
                     px, [r[2] for r in signs], sample_weight=[r[3] for r in signs])))
@@ -369,15 +318,8 @@ class FeedbackModel:
             return np.zeros((0, len(LABELS)))
         (detect, (vocab, sign)) = self.turns
         x, px = self.features([self.vocab, vocab], texts, previous)
-        x, px = self.detection_features(x, texts), self.sign_features(px, texts, vocab)
+        x = self.detection_features(x, texts)
         given, negative = detect.predict_proba(x)[:, 1], sign.predict_proba(px)[:, 1]
-        if getattr(self, "contrast", "") == "read":       # the clause after a contrast read as a turn of its own
-            clauses = [after_contrast(t)[1] for t in texts]
-            at = [i for i, c in enumerate(clauses) if c]
-            if at:
-                cx = self.features([vocab], [clauses[i] for i in at], [previous[i] for i in at])[0]
-                negative = negative.copy()
-                negative[at] = 0.5 * negative[at] + 0.5 * sign.predict_proba(cx)[:, 1]
         return np.stack([1.0 - given, given * (1.0 - negative), given * negative], axis=1)
 
     def attach_probabilities(self, pairs: Sequence[tuple[str, str]], j: int, turn: str | None = None) -> np.ndarray:
@@ -444,18 +386,11 @@ class FeedbackModel:
         parts = any(r.parts < NEVER for r in rules)
         read = [(self.readings(w.pairs, parts), w.items or {(k, label) for k, label in zip(w.targets, w.labels)
                                                             if k >= 0}) for w in windows]
-        return pick(rules, read, self.choose, smoothing(name or self.grid))
+        return pick(rules, read, self.choose)
 
 
-def smoothing(name: str) -> int:
-    """Neighbouring thresholds each side whose dev F1 a grid's rule is judged by: "parts-s2" 2, "parts" 0."""
-    return int(name.rsplit("-s", 1)[1]) if "-s" in name else 0
-
-
-def pick(rules: Sequence[Rule], read: Sequence[tuple], choose, smooth: int = 0) -> tuple[Rule, float]:
-    """The best rule on ``read`` ((readings, wanted items) per dev window): best F1, fewest splits, middle threshold.
-    With ``smooth``, a rule is judged by the mean F1 of the rules ``smooth`` thresholds either side of it (same
-    margin and share; the dev windows are few, so a lone peak of F1 is mostly noise); its own F1 is returned."""
+def pick(rules: Sequence[Rule], read: Sequence[tuple], choose) -> tuple[Rule, float]:
+    """The best rule on ``read`` ((readings, wanted items) per dev window): best F1, fewest splits, middle threshold."""
     f1s = {}
     for rule in rules:
         tp = fp = fn = 0
@@ -463,19 +398,6 @@ def pick(rules: Sequence[Rule], read: Sequence[tuple], choose, smooth: int = 0) 
             got = {(k, label) for r in readings for _, k, label in choose(r, rule)}
             tp, fp, fn = tp + len(got & want), fp + len(got - want), fn + len(want - got)
         f1s[rule] = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-    if smooth:
-        own = f1s
-        steps = sorted({r.threshold for r in rules})
-        f1s = {}
-        for rule in own:
-            i = steps.index(rule.threshold)
-            near = [Rule(t, rule.parts, rule.blend) for t in steps[max(0, i - smooth): i + smooth + 1]]
-            f1s[rule] = float(np.mean([own[r] for r in near if r in own]))
-        best = max(f1s.values())
-        plainest = max(r.parts for r, f in f1s.items() if f == best)
-        plateau = [r for r, f in f1s.items() if f == best and r.parts == plainest]
-        chosen = plateau[len(plateau) // 2]
-        return chosen, own[chosen]
     best = max(f1s.values())
     plainest = max(r.parts for r, f in f1s.items() if f == best)        # one item per turn when equal
     plateau = [r for r, f in f1s.items() if f == best and r.parts == plainest]
