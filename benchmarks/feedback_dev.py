@@ -188,7 +188,7 @@ polarity wrong 33 30 40 29 21 = 153 of 955. Both within fold noise and lower on 
 and the changed readings move the threshold the dev windows choose (fold 4: 0.6, 25 feedback turns missed against the
 shipped 8). Only the clause's embedding and the flag (``contrast-clause``, a run of its own): 0.667 0.686 0.654 0.700
 0.704 / 0.682, pooled tp 759 fp 366 fn 342, polarity wrong 32 33 41 29 21 = 156 of 954. The clause read alone by
-positive-or- negative as if it were a turn, P(negative) half the turn's and half the clause's (``contrast-read``, no
+positive-or-negative as if it were a turn, P(negative) half the turn's and half the clause's (``contrast-read``, no
 new features): 0.670 0.701 0.643 0.695 0.693 / 0.680, pooled tp 770 fp 394 fn 331, polarity wrong 30 29 43 27 30 = 159
 of 971. On fold 2's held-out windows the shipped model's wrong polarities are mostly not polite complaints: mixed
 turns about two answers ("plan way too easy ... pace math was right tho"), sarcasm ("super.", "cool cool"), outcomes
