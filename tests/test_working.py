@@ -637,3 +637,22 @@ def test_a_span_that_labels_what_follows_is_read_from_after_it(piece, span, kind
     from memorykit.offline.working_phrase import after_label
 
     assert want in after_label(piece, span, kind)
+
+
+@pytest.mark.parametrize("piece, span, fires", [
+    # a lead that says nothing alone before a comma: the span is read from after it (or no fact there)
+    ("Small update, the gym in my building is closed for renovation", "Small update", True),
+    ("Wait, I want to learn Italian", "Wait, I want to learn Italian", True),
+    # a lead that is a value, a span that does not start at the lead, or no comma: left as it is
+    ("Spanish, French and German are what I want to learn", "Spanish, French and German", False),
+    ("I want to run, swim and cycle", "run", False),
+    ("Small update on my plans", "Small update", False),
+])
+def test_a_lead_that_says_nothing_before_a_comma_is_no_fact(piece, span, fires):
+    from memorykit.offline.working_phrase import after_lead
+
+    got = after_lead(piece, span)
+    assert (got is not False) == fires
+    if fires and got:
+        assert piece.split(",")[0].lower() not in got[1].lower()
+
