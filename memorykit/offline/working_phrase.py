@@ -62,6 +62,28 @@ def after_lead(piece: str, span: str) -> tuple[str, str] | None | bool:
     return (kind, value) if value and names_something(value) else None
 
 
+REFER_BACK = 1            # a span that is only a determiner and one word ("the goal") right after "that" / "this" / "it"
+                          # ("so let's make that the goal") names what was said before it: read from there
+_DEMONSTRATIVES = {"that", "this", "it"}
+
+
+def refers_back(piece: str, span: str, before: str = "") -> str | None:
+    """``REFER_BACK``: when the span is only a determiner and a word and its clause points back ("make that the
+    goal"), the text it points to: the clause's words before the pointing word (before its last comma) if they name
+    something (at least three words), else the clause before (``before``); None for any other span."""
+    words = [t for t in tokens(span) if _is_word(t)]
+    at = piece.lower().find(span.lower())
+    if not REFER_BACK or at <= 0 or len(words) != 2 or words[0].low not in _DETERMINERS:
+        return None
+    back = tokens(piece[:at])[-1:]   # right before the span ("make that the goal"; not "report that I passed the exam")
+    if not back or back[0].low not in _DEMONSTRATIVES:
+        return None
+    head = piece[:back[-1].start].strip(" ,;")
+    head = head[:head.rfind(",")].strip() if "," in head else head   # "X, so let's make that ...": X
+    own = len([t for t in tokens(head) if _is_word(t)]) >= 3 and names_something(head)
+    return head if own else before or None
+
+
 def after_label(piece: str, span: str, kind: str = "goal") -> str:
     """``LABEL``: the span read from what a short span labels ("My target is IELTS 7.5" -> "IELTS 7.5", "Small
     update: ..."): a span of at most three words right before a colon, or before "is" when it starts with a
