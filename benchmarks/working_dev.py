@@ -129,10 +129,11 @@ kept "Explanation in Bangla mixed with English"). Left: "Wait, scrap dairy-free"
 read as a dislike by the fitted classifier (0.36, drop 0.20), so it gives nothing up.
 2026-11-27, working_phrase REFER_BACK: a span of a determiner and one word right after "that" / "this" / "it" ("so
 let's make that the goal instead of the vague cardio thing" stored "The goal") is read from what it points to: the
-clause's words before its last comma ("I've entered a 60 km gravel ride ..."), else the clause before. With
+clause's words before its last comma ("I've entered a 60 km gravel ride, so let's make that"), else the clause before. With
 LEAD_LABEL: fresh 402 -> 403 of 491, superseded 13/156; old dev 406/460 4/252, course splits unchanged (fast,
 shipped models). First with any "that" before the span: old dev 4 -> 5 ("I am pleased to report that I passed the
-examination" no longer read as giving the exam goal up): the pointing word must come right before the span.
+examination" no longer read as giving the exam goal up): the pointing word must come right before the span. A
+clause with no comma before "that" ("so let's make that the goal") reads the clause before: the same numbers.
 """
 from __future__ import annotations
 

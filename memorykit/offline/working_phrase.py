@@ -79,7 +79,7 @@ def refers_back(piece: str, span: str, before: str = "") -> str | None:
     if not back or back[0].low not in _DEMONSTRATIVES:
         return None
     head = piece[:back[-1].start].strip(" ,;")
-    head = head[:head.rfind(",")].strip() if "," in head else head   # "X, so let's make that ...": X
+    head = head[:head.rfind(",")].strip() if "," in head else ""   # "X, so let's make that ...": X
     own = len([t for t in tokens(head) if _is_word(t)]) >= 3 and names_something(head)
     return head if own else before or None
 
