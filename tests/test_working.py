@@ -646,3 +646,45 @@ def test_a_span_that_labels_what_follows_is_read_from_after_it(piece, span, kind
     from memorykit.offline.working_phrase import after_label
 
     assert want in after_label(piece, span, kind)
+
+
+@pytest.mark.parametrize("piece, span, fires", [
+    # a lead that says nothing alone before a comma: the span is read from after it (or no fact there)
+    ("Small update, the gym in my building is closed for renovation", "Small update", True),
+    ("Wait, I want to learn Italian", "Wait, I want to learn Italian", True),
+    # a lead that is a value, a span that does not start at the lead, or no comma: left as it is
+    ("Spanish, French and German are what I want to learn", "Spanish, French and German", False),
+    ("I want to run, swim and cycle", "run", False),
+    ("Small update on my plans", "Small update", False),
+])
+def test_a_lead_that_says_nothing_before_a_comma_is_no_fact(piece, span, fires):
+    from memorykit.offline.working_phrase import after_lead
+
+    got = after_lead(piece, span)
+    assert (got is not False) == fires
+    if fires and got:
+        assert piece.split(",")[0].lower() not in got[1].lower()
+
+
+
+@pytest.mark.parametrize("piece, span, before, want", [
+    # "that" / "this" / "it" before a span of a determiner and one word: the value is what was said before
+    ("Also I've entered a 60 km gravel ride in the Ardennes in September, so let's make that the goal instead",
+     "the goal", "", "60 km gravel ride"),
+    ("so let's make that the goal", "the goal", "I signed up for a half marathon", "half marathon"),
+    # a span that is a value, no pointing word before it, or nothing before to point to: left as it is
+    ("I want to read the Bible", "the Bible", "I moved house", None),
+    ("that is a marathon in May", "a marathon in May", "I run", None),
+    ("make it the goal", "the goal", "", None),
+])
+def test_a_span_pointing_back_is_read_from_what_it_points_to(piece, span, before, want):
+    from memorykit.offline.working_phrase import refers_back
+
+    got = refers_back(piece, span, before)
+    assert (got is None) if want is None else (want in got)
+
+
+def test_that_as_a_conjunction_points_back_to_nothing():
+    from memorykit.offline.working_phrase import refers_back
+
+    assert refers_back("I am pleased to report that I passed the examination", "the examination", "I study") is None

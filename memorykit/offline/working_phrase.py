@@ -16,6 +16,11 @@ from .working_read import FIRST_PERSON, Fact, _span, clause_pieces, names_someth
 LABEL = 1                 # a span that only labels what follows it ("My target" of "My target is IELTS 7.5", "Small
                           # update" of "Small update: ...") is read again from after the colon or the "is"
 _DETERMINERS = {"my", "our", "the", "this", "that", "a", "an", "new", "main", "one"}
+LEAD_LABEL = 1            # ... and so is a span that is only the lead of its clause before a comma, read as no fact on
+                          # its own ("Small update, the gym ... is closed"; "Wait, scrap dairy-free"): read from after the
+                          # comma if that reads as a fact, else no fact (2026-11-27). A lead that is a value ("Spanish,
+                          # French and German ...") reads as something on its own and stays
+LEAD_NONE = 0.85          # ... "no fact" when the clause classifier gives the lead alone at least this for none
 INSTEAD = 1               # a clause "X instead" (no "of"), not a question, read as no fact or as a dislike, sets X in
                           # place of something: in a changing turn it replaces the item the revision model is sure
                           # the turn gives up, in that item's list ("Cardiologist said no. Cold showers instead.")
@@ -26,6 +31,57 @@ QUESTION_START = {"can", "could", "should", "would", "will", "shall", "may", "do
 NO_LONGER_CLAUSE = 1      # a message with no fact and a statement that something holds no longer ("so that goal is
                           # no longer necessary") gives something up whatever the change model says: a release
                           # (``released`` still removes an item only when the revision model is sure which one)
+
+
+def _says_nothing(text: str) -> bool:
+    """Whether the clause classifier reads a piece of text alone as no fact, surely (``LEAD_NONE``)."""
+    m = models()
+    row = m.clause.predict_proba(clause_matrix(m.clause_vec, [text]))[0]
+    return float(row[list(m.clause.classes_).index("none")]) >= LEAD_NONE
+
+
+def after_lead(piece: str, span: str) -> tuple[str, str] | None | bool:
+    """``LEAD_LABEL``: when the span starts with the lead of its clause before a comma ("Small update, ...", "Wait,
+    scrap ...") and that lead says nothing alone, the (kind, span) read from after the comma, or None (no fact
+    there); False when there is no such lead."""
+    comma = piece.find(",")
+    lead = piece[:comma] if comma > 0 else ""
+    words = [t for t in tokens(lead) if _is_word(t)]
+    if not LEAD_LABEL or not words or len(words) > 3 or not piece.lower().startswith(span.lower()[:comma + 1]) \
+            or len(span) < comma or not _says_nothing(lead):
+        return False
+    rest = piece[comma + 1:].strip(" ,:")
+    if len([t for t in tokens(rest) if _is_word(t)]) < 2 or not names_something(rest):
+        return None
+    m = models()
+    row = m.clause.predict_proba(clause_matrix(m.clause_vec, [rest]))[0]
+    kind = str(m.clause.classes_[int(row.argmax())])
+    if kind == "none" or row.max() < working_read.CLAUSE_THRESHOLD:
+        return None
+    value = _span(rest, kind)
+    return (kind, value) if value and names_something(value) else None
+
+
+REFER_BACK = 1            # a span that is only a determiner and one word ("the goal") right after "that" / "this" / "it"
+                          # ("so let's make that the goal") names what was said before it: read from there
+_DEMONSTRATIVES = {"that", "this", "it"}
+
+
+def refers_back(piece: str, span: str, before: str = "") -> str | None:
+    """``REFER_BACK``: when the span is only a determiner and a word and its clause points back ("make that the
+    goal"), the text it points to: the clause's words before the pointing word (before its last comma) if they name
+    something (at least three words), else the clause before (``before``); None for any other span."""
+    words = [t for t in tokens(span) if _is_word(t)]
+    at = piece.lower().find(span.lower())
+    if not REFER_BACK or at <= 0 or len(words) != 2 or words[0].low not in _DETERMINERS:
+        return None
+    back = tokens(piece[:at])[-1:]   # right before the span ("make that the goal"; not "report that I passed the exam")
+    if not back or back[0].low not in _DEMONSTRATIVES:
+        return None
+    head = piece[:back[-1].start].strip(" ,;")
+    head = head[:head.rfind(",")].strip() if "," in head else ""   # "X, so let's make that ...": X
+    own = len([t for t in tokens(head) if _is_word(t)]) >= 3 and names_something(head)
+    return head if own else before or None
 
 
 def after_label(piece: str, span: str, kind: str = "goal") -> str:

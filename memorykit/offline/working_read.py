@@ -340,9 +340,13 @@ def read_facts(text: str, second: bool = True, own: frozenset[str] = frozenset()
         if kind == "none" or row.max() < CLAUSE_THRESHOLD:
             continue
         span = _span(piece, kind)
+        lead = working_phrase.after_lead(piece, span) if span else False
+        if lead is not False:
+            kind, span = lead or (kind, None)
         span = working_phrase.after_label(piece, span, kind) if working_phrase.LABEL and span else span
-        if span and span.lower().strip(" .,!?") in PRONOUNS and n > 0:
-            span = _span(pieces[n - 1], "like")
+        back = working_phrase.refers_back(piece, span, pieces[n - 1] if n else "") if span else None
+        if span and (span.lower().strip(" .,!?") in PRONOUNS and n > 0 or back):
+            span = _span(back, kind) if back else _span(pieces[n - 1], "like")
         if span and OTHERS and someone_elses(piece, span, own, message or text):
             continue
         if span and span.strip(" .,!?").lower() not in PRONOUNS | STOPWORDS and names_something(span):
