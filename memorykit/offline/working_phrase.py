@@ -33,11 +33,23 @@ NO_LONGER_CLAUSE = 1      # a message with no fact and a statement that somethin
                           # (``released`` still removes an item only when the revision model is sure which one)
 
 
+def clause_probs(text: str) -> dict[str, float]:
+    """The clause classifier's probability of each fact kind (and "none") for a piece of text read alone."""
+    m = models()
+    return {str(k): float(p) for k, p in zip(m.clause.classes_, m.clause.predict_proba(
+        clause_matrix(m.clause_vec, [text]))[0])}
+
+
+def clause_kind(text: str) -> str | None:
+    """The fact kind the clause classifier reads a piece of text alone as; None for no fact or an unsure one."""
+    probs = clause_probs(text)
+    kind = max(probs, key=probs.get)
+    return None if kind == "none" or probs[kind] < working_read.CLAUSE_THRESHOLD else kind
+
+
 def _says_nothing(text: str) -> bool:
     """Whether the clause classifier reads a piece of text alone as no fact, surely (``LEAD_NONE``)."""
-    m = models()
-    row = m.clause.predict_proba(clause_matrix(m.clause_vec, [text]))[0]
-    return float(row[list(m.clause.classes_).index("none")]) >= LEAD_NONE
+    return clause_probs(text)["none"] >= LEAD_NONE
 
 
 def after_lead(piece: str, span: str) -> tuple[str, str] | None | bool:
@@ -53,10 +65,8 @@ def after_lead(piece: str, span: str) -> tuple[str, str] | None | bool:
     rest = piece[comma + 1:].strip(" ,:")
     if len([t for t in tokens(rest) if _is_word(t)]) < 2 or not names_something(rest):
         return None
-    m = models()
-    row = m.clause.predict_proba(clause_matrix(m.clause_vec, [rest]))[0]
-    kind = str(m.clause.classes_[int(row.argmax())])
-    if kind == "none" or row.max() < working_read.CLAUSE_THRESHOLD:
+    kind = clause_kind(rest)
+    if kind is None:
         return None
     value = _span(rest, kind)
     return (kind, value) if value and names_something(value) else None
@@ -121,9 +131,7 @@ def says_no_longer(text: str) -> bool:
 def about_goal(text: str) -> float:
     """How much more a turn is about a goal than a preference: the clause classifier's goal + drop share
     of its fact kinds (none left out), over the turn read as one clause."""
-    m = models()
-    row = m.clause.predict_proba(clause_matrix(m.clause_vec, [text]))[0]
-    share = {str(k): float(p) for k, p in zip(m.clause.classes_, row) if str(k) != "none"}
+    share = {k: p for k, p in clause_probs(text).items() if k != "none"}
     total = sum(share.values()) or 1.0
     return (share.get("goal", 0.0) + share.get("drop", 0.0)) / total
 

@@ -10,7 +10,7 @@ structure of the turn and the stored items' own words, not from the words of any
 from __future__ import annotations
 
 from . import working_phrase, working_read
-from .working_models import clause_matrix, coarse, content, models, tokens
+from .working_models import coarse, content, models, tokens
 from .working_contrast import NUMBER_WORDS, contrast
 from .working_read import TIME_UNITS, Fact, clause_pieces, pair_rows, parse_item
 
@@ -142,10 +142,8 @@ def given_up(facts: list[Fact], lists: dict[str, list[str]]) -> tuple[list[Fact]
 
 def _group_of(text: str) -> str | None:
     """The group ("goal" / "pref") the clause classifier reads a piece of text as, None if no fact."""
-    m = models()
-    row = m.clause.predict_proba(clause_matrix(m.clause_vec, [text]))[0]
-    kind = str(m.clause.classes_[int(row.argmax())])
-    return None if kind == "none" or row.max() < working_read.CLAUSE_THRESHOLD else coarse(kind)
+    kind = working_phrase.clause_kind(text)
+    return None if kind is None else coarse(kind)
 
 
 def lead_cut(fact: Fact, removed: list[tuple[str, str]]) -> Fact:
