@@ -152,10 +152,11 @@ def test_a_stalled_generation_costs_one_deadline(local_server):
         slow.chat([Message(role="user", content="Write a very long story about a dragon, in many chapters.")],
                   max_tokens=3000)
     assert time.monotonic() - started < 2.5
-    # The abandoned generation stopped: the server answers the next request at once.
-    started = time.monotonic()
-    local_llm.local_chat().chat([Message(role="user", content="Say hi.")], max_tokens=8)
-    assert time.monotonic() - started < 10
+    # The abandoned generation stops, so the next request is answered within its own deadline: run to the end,
+    # this one takes about a minute here (3,000 tokens). How soon the server frees its one slot varies: 0.2 s to
+    # 22 s measured on 2026-11-27 on a busy machine (llama-cpp-python notices a hang-up late at times; a new
+    # request interrupts a stream anyway), so a fixed bound below the deadline would test the machine's load.
+    local_llm.local_chat(timeout=30.0).chat([Message(role="user", content="Say hi.")], max_tokens=8)
 
 
 def test_a_stalled_task_is_a_task_failure_within_the_deadline(local_server, monkeypatch):
