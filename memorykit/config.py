@@ -8,7 +8,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -71,26 +71,37 @@ class Settings:
         return int(override) if override else int(default or self.llm_max_tokens)
 
 
-# USD per million tokens (input, output), standard tier, from OpenAI's pricing page (November 2026).
-# Override or extend with MEMORYKIT_LLM_PRICES: JSON ``{"model": [input, output]}``, inline or a file path.
-PRICES: dict[str, tuple[float, float]] = {
-    "gpt-5": (1.25, 10.00), "gpt-5-mini": (0.25, 2.00), "gpt-5-nano": (0.05, 0.40),
-    "gpt-4.1": (2.00, 8.00), "gpt-4.1-mini": (0.40, 1.60), "gpt-4.1-nano": (0.10, 0.40),
-    "gpt-4o": (2.50, 10.00), "gpt-4o-mini": (0.15, 0.60), "o3": (2.00, 8.00), "o4-mini": (1.10, 4.40),
+class Price(NamedTuple):
+    """USD per million tokens: input, output, and input the server read from its prompt cache (OpenAI bills
+    cached tokens, which ``prompt_tokens`` includes, at a lower rate; None: at the input rate)."""
+
+    input: float
+    output: float
+    cached_input: float | None = None
+
+
+# Standard tier, from OpenAI's pricing page (November 2026).
+# Override or extend with MEMORYKIT_LLM_PRICES: JSON ``{"model": [input, output, cached input]}`` (the last is
+# optional), inline or a file path.
+PRICES: dict[str, Price] = {
+    "gpt-5": Price(1.25, 10.00, 0.125), "gpt-5-mini": Price(0.25, 2.00, 0.025), "gpt-5-nano": Price(0.05, 0.40, 0.005),
+    "gpt-4.1": Price(2.00, 8.00, 0.50), "gpt-4.1-mini": Price(0.40, 1.60, 0.10), "gpt-4.1-nano": Price(0.10, 0.40, 0.025),
+    "gpt-4o": Price(2.50, 10.00, 1.25), "gpt-4o-mini": Price(0.15, 0.60, 0.075), "o3": Price(2.00, 8.00, 0.50),
+    "o4-mini": Price(1.10, 4.40, 0.275),
 }
 
 
-def prices() -> dict[str, tuple[float, float]]:
+def prices() -> dict[str, Price]:
     """The price table: :data:`PRICES` updated by ``MEMORYKIT_LLM_PRICES`` (inline JSON or a JSON file)."""
     raw = _env("MEMORYKIT_LLM_PRICES")
     if not raw:
         return dict(PRICES)
     text = Path(raw).expanduser().read_text() if not raw.lstrip().startswith("{") else raw
-    return {**PRICES, **{k: (float(v[0]), float(v[1])) for k, v in json.loads(text).items()}}
+    return {**PRICES, **{k: Price(*(float(x) for x in v[:3])) for k, v in json.loads(text).items()}}
 
 
-def price_for(model: str) -> tuple[float, float] | None:
-    """(input, output) USD per million tokens for ``model``: its entry, else its undated name's
+def price_for(model: str) -> Price | None:
+    """(input, output, cached input) USD per million tokens for ``model``: its entry, else its undated name's
     ("gpt-5-mini-2025-08-07" -> "gpt-5-mini"); None when the table does not know it."""
     table = prices()
     if model in table:

@@ -162,8 +162,8 @@ def test_request_shape(fake):
     reply = llm.chat([mk.Message(role="user", content="hi")], tools=TOOLS,
                      response_format={"type": "json_object"})
     assert reply.role == "assistant" and reply.content == "hello from fake"
-    assert reply.usage == {"prompt_tokens": 11, "completion_tokens": 7, "reasoning_tokens": 0, "calls": 1,
-                           "estimated": 0, "truncated": 0}
+    assert reply.usage == {"prompt_tokens": 11, "completion_tokens": 7, "reasoning_tokens": 0, "cached_tokens": 0,
+                           "calls": 1, "estimated": 0, "truncated": 0}
     req = fake.requests[0]
     assert req["path"] == "/v1/chat/completions" and req["auth"] == "Bearer sk-test"
     body = req["body"]
@@ -227,8 +227,8 @@ def test_empty_answer_with_tools_is_asked_again_without_tools(fake):
     assert reply.content.strip() == "Paris, in 2009."  # the second ask is streamed: word by word
     first, second = fake.bodies()
     assert first["tool_choice"] == "auto" and "tools" not in second and "tool_choice" not in second
-    assert reply.usage == {"prompt_tokens": 22, "completion_tokens": 14, "reasoning_tokens": 0, "calls": 2,
-                           "estimated": 0, "truncated": 0}
+    assert reply.usage == {"prompt_tokens": 22, "completion_tokens": 14, "reasoning_tokens": 0, "cached_tokens": 0,
+                           "calls": 2, "estimated": 0, "truncated": 0}
     assert second["stream_options"] == {"include_usage": True}
 
 
@@ -568,12 +568,16 @@ def test_prices_come_from_the_table_and_can_be_overridden(monkeypatch):
     from memorykit.config import price_for
     from memorykit.llm.task import cost_of
 
-    assert price_for("gpt-5-mini") == price_for("gpt-5-mini-2025-08-07") == (0.25, 2.00)
+    assert price_for("gpt-5-mini") == price_for("gpt-5-mini-2025-08-07") == (0.25, 2.00, 0.025)
     assert price_for("my-finetune") is None
-    monkeypatch.setenv("MEMORYKIT_LLM_PRICES", '{"my-finetune": [1, 3]}')
-    assert price_for("my-finetune") == (1.0, 3.0)
+    monkeypatch.setenv("MEMORYKIT_LLM_PRICES", '{"my-finetune": [1, 3], "my-cached": [1, 3, 0.5]}')
+    assert price_for("my-finetune") == (1.0, 3.0, None) and price_for("my-cached").cached_input == 0.5
     openai_like = type("C", (), {"priced": True, "model": "gpt-4o-mini"})()
     assert cost_of(openai_like, 1_000_000, 1_000_000) == pytest.approx(0.75)
+    # prompt_tokens includes the cached ones, billed at the cached-input rate (half, for gpt-4o-mini)
+    assert cost_of(openai_like, 1_000_000, 0, cached_tokens=800_000) == pytest.approx(0.2 * 0.15 + 0.8 * 0.075)
+    finetune = type("C", (), {"priced": True, "model": "my-finetune"})()
+    assert cost_of(finetune, 1_000_000, 0, cached_tokens=800_000) == pytest.approx(1.0)  # no cached rate: input
     local = type("C", (), {"priced": False, "model": "gpt-4o-mini"})()
     assert cost_of(local, 10**6, 10**6) == 0.0
 
@@ -603,3 +607,14 @@ def test_entry_points_without_a_model_say_how_to_choose(monkeypatch, r):
         mk.extract_memories("I moved to Berlin")  # memory code takes its model; it never picks one
     with pytest.raises(mk.ConfigurationError, match="pass llm="):
         mk.extract_memories("I moved to Berlin", llm=None)
+
+
+def test_the_server_family_comes_from_the_host(monkeypatch):
+    from memorykit.llm.openai_chat import family_of
+
+    monkeypatch.delenv("MEMORYKIT_LLM_FAMILY", raising=False)
+    assert family_of(None) == family_of("https://api.openai.com/v1") == "openai"
+    assert family_of("https://my-resource.openai.azure.com/openai/v1/") == "openai"  # Azure OpenAI's v1 API
+    assert family_of("http://localhost:11434/v1") == family_of("https://api.openai.com.example.net/v1") == "compatible"
+    monkeypatch.setenv("MEMORYKIT_LLM_FAMILY", "compatible")
+    assert family_of("https://my-resource.openai.azure.com/openai/v1/") == "compatible"

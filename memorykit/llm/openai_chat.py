@@ -2,15 +2,18 @@
 family documents, learned once per client: OpenAI takes ``max_completion_tokens`` and strict structured
 outputs, its reasoning models no ``temperature`` but a ``reasoning_effort``; other servers ``max_tokens`` and
 plain ``json_schema``, then a fallback ladder. Every request bounded; one deadline per call; retries only
-for 429, 5xx and connection errors, never after a timeout; a 400 naming a parameter teaches the client once.
+for 429, 5xx and connection errors, never after a timeout; a 400 naming a parameter teaches the client once,
+and a 400 refusing one schema in strict mode sends that schema non-strict from then on (the others stay strict).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 import threading
 import time
+from email.utils import parsedate_to_datetime
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Sequence
@@ -29,6 +32,7 @@ RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 _FORMAT_WORDS = ("response_format", "json_schema", "json schema", "json_object")
 _REASONING = re.compile(r"^(o\d|gpt-5)(?!.*-chat)")
 _VALIDATION = ("validation error", "literal_error", "input should be", "extra_forbidden")
+_TOO_LONG = ("maximum context length", "is too large", "too many tokens", "context_length_exceeded")
 
 
 def is_reasoning(model: str) -> bool:
@@ -43,7 +47,9 @@ def family_of(base_url: str | None) -> str:
         if chosen not in FAMILIES:
             raise LLMError(f"MEMORYKIT_LLM_FAMILY must be one of {FAMILIES}, got {chosen!r}")
         return chosen
-    return "openai" if not base_url or "api.openai.com" in base_url else "compatible"
+    host = re.sub(r"^[a-z]+://", "", (base_url or "").lower()).split("/")[0].split(":")[0]
+    openai_host = not base_url or host == "api.openai.com" or host.endswith(".openai.azure.com")
+    return "openai" if openai_host else "compatible"   # Azure OpenAI's v1 API takes OpenAI's request rules
 
 
 class Refusal(LLMError):
@@ -52,6 +58,14 @@ class Refusal(LLMError):
     def __init__(self, text: str):
         super().__init__(f"the model refused: {text}")
         self.text = text
+
+
+class Filtered(LLMError):
+    """The server's content filter withheld (part of) the answer (``finish_reason: content_filter``): what came
+    is not the answer, so it is neither used nor repaired."""
+
+    def __init__(self) -> None:
+        super().__init__("the model server's content filter withheld the answer (finish_reason: content_filter)")
 
 
 @dataclass(frozen=True)
@@ -104,6 +118,7 @@ class OpenAIChat:
                             format_mode=mode, strict=openai_family)
         self._lock = threading.Lock()
         self._learned: set[str] = set()
+        self._loose: frozenset[str] = frozenset()   # schemas a server refused in strict mode: sent non-strict
         self.timeout = float(timeout or cfg.llm_timeout)
         self.max_tokens = cfg.llm_max_tokens
         self.max_retries = max_retries
@@ -144,8 +159,9 @@ class OpenAIChat:
 
     def budget(self, max_tokens: int) -> int:
         """The output budget sent: a reasoning model also gets room to think (MEMORYKIT_LLM_REASONING_TOKENS):
-        OpenAI's by name, any other once a reply showed its thought (gpt-oss, Qwen3, DeepSeek-R1 on Ollama or vLLM
-        think inside ``max_tokens``: a small task's budget ends in the thought, with no answer)."""
+        OpenAI's by name, any other once a reply showed its thought or counted reasoning tokens (gpt-oss, Qwen3,
+        DeepSeek-R1 on Ollama or vLLM; a gpt-5 deployment on Azure under a name of its own): they think inside the
+        output budget, and a small task's budget ends in the thought, with no answer."""
         return max_tokens + (settings().llm_reasoning_tokens if self.reasoning or self.thinks else 0)
 
     def body(self, call: _Call, shape: Shape) -> dict[str, Any]:
@@ -157,10 +173,12 @@ class OpenAIChat:
         if shape.reasoning_effort:
             body["reasoning_effort"] = shape.reasoning_effort
         if call.tools:
-            body["tools"] = [_strict_tool(t) if shape.strict else t for t in call.tools]
+            body["tools"] = [_strict_tool(t) if shape.strict and _key(t) not in self._loose else t
+                             for t in call.tools]
             body["tool_choice"] = call.tool_choice or "auto"  # llama.cpp drops tools without it
         if call.response_format:
-            _apply_format(body, call, shape)
+            _apply_format(body, call, replace(shape, strict=shape.strict and _key(call.response_format)
+                                              not in self._loose))
         return body
 
     def _send(self, call: _Call, deadline: float) -> Message:
@@ -174,12 +192,14 @@ class OpenAIChat:
             except openai.APITimeoutError as exc:
                 raise self._timed_out() from exc
             except openai.APIStatusError as exc:
-                if self._learn(exc, shape):
+                if self._learn(exc, shape, call):
                     continue
-                if exc.status_code not in RETRY_STATUS or attempt >= self.max_retries:
-                    raise LLMError(f"the model server answered HTTP {exc.status_code}: "
-                                   f"{str(exc.message)[:300]}") from exc
                 wait = _retry_after(exc)
+                late = wait is not None and wait > deadline - time.monotonic() - 0.1
+                if exc.status_code not in RETRY_STATUS or attempt >= self.max_retries or late:
+                    asked = f" (asked to retry after {wait:g} s, past the deadline)" if late else ""
+                    raise LLMError(f"the model server answered HTTP {exc.status_code}{asked}: "
+                                   f"{str(exc.message)[:300]}") from exc
             except openai.APIConnectionError as exc:
                 if attempt >= self.max_retries:
                     raise LLMError(f"cannot reach the model server at {self.base_url or 'OpenAI'}: {exc}") from exc
@@ -187,7 +207,11 @@ class OpenAIChat:
             except openai.APIError as exc:
                 raise LLMError(f"the model call failed: {exc}") from exc
             else:
+                if finish == "content_filter":
+                    raise Filtered()
                 reply.usage = reply.usage or estimated_usage(call.messages, reply.content)
+                if reply.usage.get("reasoning_tokens") and not (self.reasoning or self.thinks):
+                    self._thinking()
                 reply.usage["truncated"] = int(finish == "length")  # run_task asks once more, with more room
                 log_request(self.model, reply.usage)
                 return reply
@@ -206,28 +230,51 @@ class OpenAIChat:
         response = self.client.with_options(timeout=remaining).chat.completions.create(**body)
         message = getattr(response.choices[0], "message", None) if getattr(response, "choices", None) else None
         if not self.thinks and any(getattr(message, f, None) for f in ("reasoning_content", "reasoning")):
-            self.thinks = True  # the next requests (a cut-off task's second try among them) get room to think
-            log.warning("%s sends its thought before answering: each request now adds %d tokens for it "
-                        "(MEMORYKIT_LLM_REASONING_TOKENS)", self.label, settings().llm_reasoning_tokens)
+            self._thinking()
         return _reply(response)
 
-    def _learn(self, exc: Any, sent: Shape) -> bool:
+    def _thinking(self) -> None:
+        """From now on, requests (a cut-off task's second try among them) get room to think."""
+        self.thinks = True
+        log.warning("%s thinks before answering: each request now adds %d tokens for it "
+                    "(MEMORYKIT_LLM_REASONING_TOKENS)", self.label, settings().llm_reasoning_tokens)
+
+    def _learn(self, exc: Any, sent: Shape, call: _Call) -> bool:
         """True when ``exc`` is a request the server refused for a parameter it names, and the shape now
-        differs (learned here, once per parameter, or by another thread meanwhile): send it again."""
+        differs (learned here, once per parameter, or by another thread meanwhile), or for a schema in strict
+        mode, now sent non-strict: send it again. A prompt too long for the model teaches nothing."""
         text = str(getattr(exc, "message", exc)).lower()
         validation = exc.status_code in (400, 415, 422) or (exc.status_code == 500 and any(
             w in text for w in _VALIDATION))  # llama-cpp-python answers a request it cannot parse with 500
-        if not validation:
+        if not validation or any(w in text for w in _TOO_LONG):
             return False
         with self._lock:
             if self._shape != sent:
                 return True
             change = _lesson(text, sent, self.reasoning)
+            if change is not None and change[0] == "strict":
+                return self._loosen(call, text)
             if change is None or change[0] in self._learned:
                 return False
             name, self._shape = change[0], replace(sent, **change[1])
             self._learned.add(name)
         log.warning("%s refused %s (%s); adjusted from now on", self.label, name, text[:120].replace("\n", " "))
+        return True
+
+    def _loosen(self, call: _Call, text: str) -> bool:
+        """A schema refused in strict mode (OpenAI: "invalid schema for function 'x'" / "for response_format
+        'y'") is sent non-strict from now on: the one the message names, else every one this call sent strict.
+        One user's schema does not change how any other is sent. Called under the lock."""
+        sent = {_key(t): t.get("function", {}).get("name", "") for t in call.tools or ()}
+        if call.response_format:
+            sent[_key(call.response_format)] = call.response_format.get("json_schema", {}).get("name", "")
+        named = {k for k, name in sent.items() if name and f"'{name.lower()}'" in text}
+        new = (named or set(sent)) - self._loose
+        if not new:
+            return False
+        self._loose = self._loose | new
+        log.warning("%s refused a schema in strict mode (%s); that schema is sent non-strict from now on",
+                    self.label, text[:120].replace("\n", " "))
         return True
 
 
@@ -250,13 +297,18 @@ def _lesson(text: str, shape: Shape, reasoning: bool) -> tuple[str, dict[str, An
     return None
 
 
+def _key(entry: dict) -> str:
+    """A tool entry or response format, identified by its content."""
+    return hashlib.sha256(json.dumps(entry, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
 @lru_cache(maxsize=256)
 def _strict_cached(schema_json: str, nullable_optional: bool) -> str:
     return json.dumps(strict_schema(json.loads(schema_json), nullable_optional=nullable_optional))
 
 
 def _strict(schema: dict, nullable_optional: bool = False) -> dict | None:
-    return json.loads(_strict_cached(json.dumps(schema, sort_keys=True), nullable_optional))
+    return json.loads(_strict_cached(json.dumps(schema), nullable_optional))  # key order is meaning: kept
 
 
 def _strict_tool(tool: dict) -> dict:
@@ -305,8 +357,10 @@ def usage_of(usage: Any) -> dict[str, int] | None:
     if usage is None:
         return None
     details = getattr(usage, "completion_tokens_details", None)
+    cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None) or 0
     return {"prompt_tokens": usage.prompt_tokens or 0, "completion_tokens": usage.completion_tokens or 0,
-            "reasoning_tokens": getattr(details, "reasoning_tokens", None) or 0, "calls": 1, "estimated": 0}
+            "reasoning_tokens": getattr(details, "reasoning_tokens", None) or 0, "cached_tokens": cached,
+            "calls": 1, "estimated": 0}
 
 
 def estimated_usage(plain: list[dict], text: str) -> dict[str, int]:
@@ -325,7 +379,18 @@ def _with_schema_instruction(messages: list[dict[str, Any]], schema: dict) -> li
 
 
 def _retry_after(exc: Any) -> float | None:
-    try:
-        return float(exc.response.headers.get("retry-after"))
-    except (AttributeError, TypeError, ValueError):
-        return None
+    """Seconds the server asks to wait: ``retry-after-ms`` (OpenAI), ``retry-after`` in seconds or as an HTTP
+    date; None when it says nothing."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) * scale)
+        except ValueError:
+            try:
+                return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+            except (TypeError, ValueError):
+                continue
+    return None

@@ -11,7 +11,13 @@ from pydantic import BaseModel
 # Keywords OpenAI's strict mode refuses ("Invalid schema ... 'minLength' is not permitted"): pydantic still
 # checks them after the answer arrives.
 STRICT_UNSUPPORTED = ("default", "minLength", "maxLength", "patternProperties", "propertyNames", "minProperties",
-                      "maxProperties", "uniqueItems", "contains", "unevaluatedProperties", "unevaluatedItems")
+                      "maxProperties", "uniqueItems", "contains", "unevaluatedProperties", "unevaluatedItems",
+                      "discriminator")
+# Keywords strict mode refuses that cannot be dropped without changing what the schema allows: such a schema is
+# sent non-strict. ``oneOf`` becomes ``anyOf`` (the same answers for the tagged unions pydantic writes).
+STRICT_REFUSED = ("allOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas")
+# OpenAI's documented size limits for a strict schema.
+STRICT_MAX_DEPTH, STRICT_MAX_PROPERTIES, STRICT_MAX_ENUM = 10, 5000, 1000
 _CHILD_MAPS = ("properties", "$defs", "definitions")
 _CHILD_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
 
@@ -50,6 +56,40 @@ def _strip(node: dict[str, Any]) -> None:
         _strip(child)
 
 
+def _any_of(node: dict[str, Any]) -> None:
+    """``oneOf`` as ``anyOf``, everywhere: strict mode refuses the one and takes the other."""
+    if isinstance(node.get("oneOf"), list):
+        node["anyOf"] = [*(node.get("anyOf") or []), *node.pop("oneOf")]
+    for child in _children(node):
+        _any_of(child)
+
+
+def _too_much(schema: dict[str, Any]) -> bool:
+    """True when strict mode would refuse ``schema`` as a whole: a keyword it cannot take, a root that is not
+    one object, objects in one ``anyOf`` with the same first key (a tagged union), more nesting (properties and
+    items), properties or enum values than it allows."""
+    counts = {"properties": 0, "enum": 0}
+
+    def first_key(node: dict[str, Any]) -> str | None:
+        ref = node.get("$ref", "")
+        target = (schema.get("$defs") or {}).get(ref.removeprefix("#/$defs/"), {}) if ref else node
+        return next(iter(target.get("properties") or {}), None)
+
+    def deep(node: dict[str, Any], depth: int) -> bool:
+        props = [v for v in (node.get("properties") or {}).values() if isinstance(v, dict)]
+        counts["properties"] += len(props)
+        counts["enum"] += len(node.get("enum") or [])
+        firsts = [k for k in map(first_key, [v for v in node.get("anyOf") or [] if isinstance(v, dict)]) if k]
+        if any(k in node for k in STRICT_REFUSED) or depth > STRICT_MAX_DEPTH or len(firsts) > len(set(firsts)):
+            return True
+        inner = [*props, *([node["items"]] if isinstance(node.get("items"), dict) else [])]
+        return (any(deep(child, depth + 1) for child in inner)
+                or any(deep(child, depth) for child in _children(node) if all(child is not c for c in inner)))
+
+    return (schema.get("type") != "object" or "anyOf" in schema or deep(schema, 1)
+            or counts["properties"] > STRICT_MAX_PROPERTIES or counts["enum"] > STRICT_MAX_ENUM)
+
+
 def _open_object(node: dict[str, Any]) -> bool:
     """True when some object in ``node`` accepts keys it does not name (strict mode cannot say that)."""
     if node.get("type") == "object" and node.get("additionalProperties") is not False:
@@ -79,16 +119,15 @@ def strict_schema(source: type[BaseModel] | dict[str, Any], *, nullable_optional
                   ) -> dict[str, Any] | None:
     """``source`` (a pydantic model or its JSON schema, or a tool's) as a valid strict schema, by the openai
     SDK's helper: every property required, ``additionalProperties: false`` everywhere, ``$defs`` at the root,
-    no unsupported keyword; with ``nullable_optional`` (tools) optional properties become nullable first (a
-    pydantic model's already are). None when it cannot be strict (an object with open keys)."""
-    from openai.lib._pydantic import _ensure_strict_json_schema, to_strict_json_schema
+    no unsupported keyword, ``oneOf`` as ``anyOf``; with ``nullable_optional`` (tools) optional properties become
+    nullable first (a pydantic model's already are). None when it cannot be strict (an object with open keys, a
+    keyword strict mode refuses, a root that is not an object, sizes past OpenAI's limits): sent non-strict."""
+    from openai.lib._pydantic import _ensure_strict_json_schema
 
-    if isinstance(source, dict):
-        schema = hoist_defs(source)
-        if nullable_optional:
-            _optional_nullable(schema)
-        schema = _ensure_strict_json_schema(schema, path=(), root=schema)
-    else:
-        schema = hoist_defs(to_strict_json_schema(source))
+    schema = hoist_defs(source if isinstance(source, dict) else source.model_json_schema())
+    _any_of(schema)
+    if nullable_optional:
+        _optional_nullable(schema)
+    schema = _ensure_strict_json_schema(schema, path=(), root=schema)
     _strip(schema)
-    return None if _open_object(schema) else schema
+    return None if _open_object(schema) or _too_much(schema) else schema

@@ -102,18 +102,24 @@ class Usage:
     requests: int = 1
     model: str = ""
     cost: float | None = 0.0
+    cached_tokens: int = 0   # of prompt_tokens, read from the server's prompt cache (billed lower)
 
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
 
-def cost_of(llm: Any, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """USD for one call on ``llm``: priced by ``config.PRICES`` for OpenAI, 0 for other servers."""
+def cost_of(llm: Any, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float | None:
+    """USD for one call on ``llm``: priced by ``config.PRICES`` for OpenAI (the ``cached_tokens`` of
+    ``prompt_tokens`` at the cached-input rate), 0 for other servers."""
     if not getattr(llm, "priced", False):
         return 0.0
     price = price_for(getattr(llm, "model", ""))
-    return None if price is None else (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
+    if price is None:
+        return None
+    cached = min(cached_tokens, prompt_tokens)
+    cached_rate = price.input if price.cached_input is None else price.cached_input
+    return ((prompt_tokens - cached) * price.input + cached * cached_rate + completion_tokens * price.output) / 1e6
 
 
 _collectors: ContextVar[tuple[list[Usage], ...]] = ContextVar("memorykit_usage", default=())
@@ -345,7 +351,8 @@ def _chat(llm: ChatModel, task: Task, messages: list[Message], **kwargs: Any) ->
     usage = _record(Usage(task.name, prompt, completion, estimated=bool(counts.get("estimated", not counts)),
                           reasoning_tokens=counts.get("reasoning_tokens", 0), requests=counts.get("calls", 1),
                           model=getattr(llm, "model", getattr(llm, "label", "")),
-                          cost=cost_of(llm, prompt, completion)), llm)
+                          cost=cost_of(llm, prompt, completion, counts.get("cached_tokens", 0)),
+                          cached_tokens=counts.get("cached_tokens", 0)), llm)
     if counts.get("truncated"):
         usage.ok, usage.error = False, "the answer was cut off at its token budget twice (finish_reason: length)"
         raise TaskFailed(task.name, usage.error + f"; raise MEMORYKIT_LLM_MAX_TOKENS_{task.name.upper()}",

@@ -12,13 +12,16 @@ refusal or a transient 500.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 UNSUPPORTED_STRICT = ("default", "minLength", "maxLength", "patternProperties", "propertyNames", "minProperties",
-                      "maxProperties", "uniqueItems", "contains")
+                      "maxProperties", "uniqueItems", "contains", "oneOf", "allOf", "not", "if", "then", "else",
+                      "dependentRequired", "dependentSchemas", "discriminator")
+MAX_DEPTH, MAX_PROPERTIES, MAX_ENUM = 10, 5000, 1000   # OpenAI's documented limits for a strict schema
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,10 @@ class Profile:
     json_object_schema: bool = True   # takes {"type": "json_object", "schema": ...} (llama.cpp's form)
     stream_usage: str = "include_usage"   # "include_usage": only when asked; "never"
     reasoning: bool = False           # reports reasoning tokens, accepts reasoning_effort
+    reasoning_tokens: int = 96        # what it spends thinking, out of max_completion_tokens (empty answer, "length",
+    #                                   when the budget ends in the thought)
+    prompt_cache: bool = False        # reports prompt_tokens_details.cached_tokens (OpenAI: a prefix of 1,024+
+    #                                   tokens seen before, in steps of 128)
     reasoning_effort_refused: bool = False
     thinks: int = 0                   # tokens of thought a model behind a compatible server spends first, within
     #                                   max_tokens, returned as the message's "reasoning" (Ollama; vLLM names it
@@ -43,9 +50,9 @@ class Profile:
 
 PROFILES = {p.name: p for p in [
     Profile("openai-reasoning", "gpt-5-mini", "openai", ("max_completion_tokens",), ("max_tokens",),
-            default_temperature_only=True, strict=True, json_object_schema=False, reasoning=True),
+            default_temperature_only=True, strict=True, json_object_schema=False, reasoning=True, prompt_cache=True),
     Profile("openai-chat", "gpt-4o-mini", "openai", ("max_completion_tokens", "max_tokens"), strict=True,
-            json_object_schema=False, reasoning_effort_refused=True),
+            json_object_schema=False, reasoning_effort_refused=True, prompt_cache=True),
     Profile("ollama", "llama3.2", "compatible", ("max_tokens",)),
     Profile("vllm", "Qwen/Qwen2.5-1.5B-Instruct", "compatible", ("max_tokens", "max_completion_tokens")),
     Profile("lm-studio", "qwen2.5-7b-instruct", "compatible", ("max_tokens",), formats=("json_schema",)),
@@ -55,14 +62,22 @@ PROFILES = {p.name: p for p in [
 ]}
 
 
-def strict_problems(schema: Any, root: dict | None = None, path: str = "$") -> list[str]:
+def strict_problems(schema: Any, root: dict | None = None, path: str = "$", depth: int = 1) -> list[str]:
     """Why ``schema`` is not a valid strict schema (OpenAI's documented rules), or []."""
     if not isinstance(schema, dict):
         return [f"{path}: not an object"]
-    root = schema if root is None else root
     out = [f"{path}: '{k}' is not permitted" for k in UNSUPPORTED_STRICT if k in schema]
-    if path == "$" and schema.get("type") != "object":
-        out.append("$: the root must be an object")
+    if root is None:
+        root = schema
+        if schema.get("type") != "object" or "anyOf" in schema:
+            out.append("$: the root must be an object, not 'anyOf'")
+        out += sizes(schema)
+    if depth > MAX_DEPTH:
+        out.append(f"{path}: {depth} levels of nesting exceeds limit of {MAX_DEPTH}")
+    variants = [resolve(v, root) for v in schema.get("anyOf", []) if isinstance(v, dict)]
+    firsts = [next(iter(v.get("properties") or {}), None) for v in variants]
+    if len([f for f in firsts if f]) != len({f for f in firsts if f}):
+        out.append(f"{path}: objects provided via 'anyOf' must not share identical first keys")
     ref = schema.get("$ref")
     if ref is not None:
         node: Any = root
@@ -78,15 +93,40 @@ def strict_problems(schema: Any, root: dict | None = None, path: str = "$") -> l
         if missing:
             out.append(f"{path}: 'required' must include every property; missing {missing}")
         for key, sub in props.items():
-            out += strict_problems(sub, root, f"{path}.{key}")
+            out += strict_problems(sub, root, f"{path}.{key}", depth + 1)
     for key in ("anyOf",):
         for i, sub in enumerate(schema.get(key, [])):
-            out += strict_problems(sub, root, f"{path}.{key}[{i}]")
+            out += strict_problems(sub, root, f"{path}.{key}[{i}]", depth)
     if isinstance(schema.get("items"), dict):
-        out += strict_problems(schema["items"], root, f"{path}[]")
+        out += strict_problems(schema["items"], root, f"{path}[]", depth + 1)
     for key, sub in (schema.get("$defs") or {}).items():
-        out += strict_problems(sub, root, f"{path}.$defs.{key}")
+        out += strict_problems(sub, root, f"{path}.$defs.{key}", depth)
     return out
+
+
+def resolve(node: dict, root: dict) -> dict:
+    """``node``, or what its ``#/...`` reference points to ({} when nothing)."""
+    ref = node.get("$ref")
+    if not isinstance(ref, str) or not ref.startswith("#/"):
+        return node
+    for part in ref[2:].split("/"):
+        root = root.get(part, {}) if isinstance(root, dict) else {}
+    return root if isinstance(root, dict) else {}
+
+
+def sizes(schema: dict) -> list[str]:
+    """The whole schema's property and enum counts against OpenAI's limits."""
+    props = sum(len(n.get("properties") or {}) for n in nodes(schema))
+    enums = sum(len(n.get("enum") or []) for n in nodes(schema))
+    return ([f"$: {props} object properties exceeds limit of {MAX_PROPERTIES}"] if props > MAX_PROPERTIES else []) + (
+        [f"$: {enums} enum values exceeds limit of {MAX_ENUM}"] if enums > MAX_ENUM else [])
+
+
+def nodes(schema: Any) -> list[dict]:
+    """Every dict in ``schema``, itself included."""
+    if isinstance(schema, dict):
+        return [schema, *(n for v in schema.values() for n in nodes(v))]
+    return [n for v in schema for n in nodes(v)] if isinstance(schema, list) else []
 
 
 ARGUMENTS = {"query": "where does the user live", "content": "User is allergic to peanuts",
@@ -131,7 +171,8 @@ class FakeServer:
     answers: dict[str, Any]           # task name -> canned JSON answer
     prompts: dict[str, str]           # first words of a task's system prompt -> task name
     log: list[Logged] = field(default_factory=list)
-    inject: list[str] = field(default_factory=list)   # "length", "refusal", "transient500", "broken_stream"
+    inject: list[str] = field(default_factory=list)   # "length", "refusal", "transient500", "broken_stream",
+    #                                                   "content_filter", "429 <retry-after header>: <value>"
 
     def __post_init__(self):
         fake, self._lock = self, threading.Lock()
@@ -145,8 +186,11 @@ class FakeServer:
                 status, payload, stream = fake.handle(body)
                 if stream is not None:
                     return self.send_stream(stream)
+                headers = payload.pop("_headers", {})
                 data = json.dumps(payload).encode()
                 self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -252,21 +296,33 @@ class FakeServer:
             refused = self.refusal(body)
             if refused is None and injected == "transient500":
                 refused = 500, "The server had an error while compiling the json_schema grammar; retry.", None
+            if refused is None and injected and injected.startswith("429"):
+                refused = 429, "Rate limit reached for requests. Please try again later.", None
             task = self.task_of(body)
             entry = Logged(body, 200 if refused is None else refused[0], refused and refused[2],
                            refused is None and not self.bounded(body), task)
             self.log.append(entry)
         if refused is not None:
-            return refused[0], {"error": {"message": refused[1], "type": "invalid_request_error",
-                                          "param": refused[2], "code": None}}, None
+            error = {"error": {"message": refused[1], "type": "invalid_request_error", "param": refused[2],
+                               "code": None}}
+            if refused[0] == 429:  # "429 retry-after: 20" sends that header
+                name, _, value = injected.removeprefix("429").partition(":")
+                error["_headers"] = {name.strip(): value.strip()} if value else {}
+            return refused[0], error, None
         message, finish = self.answer(body, task)
         if self.profile.thinks:
             message, finish = self.think(body, message, finish)
+        spent = self.profile.reasoning_tokens if self.profile.reasoning else 0
+        budget = body.get("max_completion_tokens") or body.get("max_tokens") or 16384
+        if spent and budget < spent + len(json.dumps(message)) // 4:  # the budget ended in the thought
+            message, finish, spent = {"role": "assistant", "content": ""}, "length", budget
+        if injected == "content_filter":
+            message, finish = {"role": "assistant", "content": (message.get("content") or "")[:12]}, "content_filter"
         if injected == "length":
             message, finish = {"role": "assistant", "content": (message.get("content") or "")[:5]}, "length"
         if injected == "refusal":
             message, finish = {"role": "assistant", "content": None, "refusal": "I can't help with that."}, "stop"
-        entry.usage = self.usage(body, message)
+        entry.usage = self.usage(body, message, spent)
         if body.get("stream") and injected == "broken_stream":  # llama-cpp-python on some prompts: the role, then nothing
             entry.usage = None
             return 200, {}, [{"id": "c", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
@@ -285,18 +341,26 @@ class FakeServer:
             return {"role": "assistant", "content": "", "reasoning": thought[:budget * 4]}, "length"
         return {**message, "reasoning": thought}, finish
 
-    def usage(self, body: dict, message: dict) -> dict:
+    def usage(self, body: dict, message: dict, reasoning: int = 0) -> dict:
         if message.get("reasoning"):  # counted in completion_tokens, not reported apart (as Ollama does)
             completion = len(json.dumps(message)) // 4
             prompt = len(json.dumps(body["messages"])) // 4
             return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-        reasoning = 96 if self.profile.reasoning else 0
         completion = len(json.dumps(message)) // 4 + reasoning
         prompt = len(json.dumps(body["messages"])) // 4
         usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         if self.profile.reasoning:
             usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+        if self.profile.prompt_cache:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached(body, prompt)}
         return usage
+
+    def cached(self, body: dict, prompt: int) -> int:
+        """Tokens of this prompt's prefix an earlier request sent (OpenAI caches 1,024+ in steps of 128)."""
+        text = json.dumps(body["messages"])
+        shared = max((len(os.path.commonprefix([text, json.dumps(e.body["messages"])]))
+                      for e in self.log[:-1] if e.status == 200), default=0) // 4
+        return min(shared, prompt) // 128 * 128 if shared >= 1024 else 0
 
     def chunks(self, body: dict, message: dict, finish: str, usage: dict) -> list[dict]:
         base = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}

@@ -143,7 +143,7 @@ def test_streamed_usage_is_exact_where_the_server_reports_it(name):
     else:
         assert reply2.usage == {"prompt_tokens": reported["prompt_tokens"], "estimated": 0, "calls": 1,
                                 "completion_tokens": reported["completion_tokens"], "reasoning_tokens": 0,
-                                "truncated": 0}
+                                "cached_tokens": 0, "truncated": 0}
 
 
 def test_a_reasoning_model_on_openai_gets_its_documented_shape(monkeypatch):
