@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, StringConstraints, ValidationErr
 from pydantic_core import PydanticCustomError
 
 from ..config import price_for, settings
-from ..errors import ConfigurationError, LLMError, MemoryKitError
+from ..errors import ConfigurationError, LLMError, MemoryKitError, redact
 from ..messages import Message, count_tokens
 
 log = logging.getLogger(__name__)
@@ -230,7 +230,7 @@ def _problem(exc: Exception) -> tuple[str, str]:
         full = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:3])
         return full, error_kinds(exc)
     text = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-    return text, text  # our own messages: positions, counts and the prompt's words, never the answer's
+    return text, redact(text)  # positions, counts, the prompt's words or a server's error: never the answer
 
 
 _QUOTED = re.compile(r'(?="([^"]{2,160})")')  # every quoted span, also those a stray quote would misalign
