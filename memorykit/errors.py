@@ -1,4 +1,12 @@
 """Errors that say what went wrong and what to do next."""
+import re
+
+_URL_CREDENTIALS, _API_KEY = re.compile(r"(?<=://)[^/@\s]+@"), re.compile(r"\bsk-[\w*-]{6,}")
+
+
+def redact(text: str) -> str:
+    """Error text for a log: credentials in URLs (``user:pass@`` -> ``***@``) and API keys (``sk-***``) masked."""
+    return _API_KEY.sub("sk-***", _URL_CREDENTIALS.sub("***@", text))
 
 
 class MemoryKitError(Exception):

@@ -410,10 +410,34 @@ def test_http_500_from_an_openai_compatible_server(r, ns):
     assert roles(a, "u1", "t1") == ["user"]
 
 
-def test_a_web_page_instead_of_a_chat_completion_is_a_clear_model_error(r, ns):
+def test_a_web_page_instead_of_a_chat_completion_is_a_clear_model_error(r, ns, caplog):
     a, turn = one_turn_against(Fake500(200, b"<html><body>502 Bad Gateway</body></html>", "text/html"), r, ns)
-    assert "no chat completion" in turn.error and "Bad Gateway" in turn.error
+    assert turn.error == "the model gave no usable answer" and "Bad Gateway" in caplog.text  # the page: logged
     assert roles(a, "u1", "t1") == ["user"]
+
+
+def test_a_model_error_reaches_turn_error_by_its_kind_and_the_log_without_credentials(r, ns, agent, caplog):
+    """An app may show turn.error to its user: no server text, key or address there. The log keeps the
+    server's words, with credentials masked."""
+    import httpx
+    import openai
+
+    said = json.dumps({"error": {"message": "Incorrect API key provided: sk-proj-Ab12****wxYZ.", "type": "x"}})
+    _, refused = one_turn_against(Fake500(401, said.encode()), r, ns)
+    llm = OpenAIChat("fake-model", api_key="sk-proj-Ab12xxxx", base_url="http://svc-user:s3cret@127.0.0.1:9/v1",
+                     max_retries=0, timeout=3)
+    other = mk.MemoryAgent(r, llm=llm, namespace=ns, memory="short_term")
+    unreachable = other.chat("Hi", user_id="a|b", thread_id="t1")
+    other.close()
+    late = LLMError("the model did not answer within 3 s")
+    late.__cause__ = openai.APITimeoutError(request=httpx.Request("POST", "http://svc-user:s3cret@127.0.0.1:9/v1"))
+    agent.llm = scripted(late)
+    timed_out = agent.chat("Hi", user_id="system", thread_id="t1")
+    assert refused.error == "the model server refused the request (HTTP 401)"
+    assert unreachable.error == "the model server could not be reached"
+    assert timed_out.error == "the model did not answer in time"
+    assert "Incorrect API key provided: sk-***" in caplog.text and "http://***@127.0.0.1:9/v1" in caplog.text
+    assert "sk-proj-Ab12" not in caplog.text and "s3cret" not in caplog.text
 
 
 def test_redis_fault_while_saving_the_reply_keeps_it_for_the_next_turn(agent, monkeypatch):

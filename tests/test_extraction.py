@@ -184,3 +184,29 @@ def test_extraction_is_deterministic(llm):
     text = "I love hiking but I hate crowds. Peru uses the sol."
     assert mk.extract_memories(text, llm=llm) == mk.extract_memories(text, llm=llm)
     assert [c.type for c in mk.extract_memories(text, llm=llm)] == ["episodic", "episodic", "semantic"]
+
+
+SECRET = "My card is 4111 1111 1111 1111 and I am being treated for depression"
+
+
+def test_what_a_user_said_stays_out_of_reasons_and_logs_above_debug(caplog):
+    """A model's output restates the user: failures are logged and reported by kind, length and position;
+    the repair prompt still shows the model its own answer and what was wrong with it."""
+    from scripted import ScriptedModel
+    from memorykit.llm import track_usage
+
+    echo = f"The user said: {SECRET}."
+    items = json.dumps({"memories": [{"type": "medical", "content": "User is being treated for depression"},
+                                     {"type": "episodic", "content": "User lives in Berlin"}]})
+    model = ScriptedModel(echo, echo + ' {"memories": [{"type": "episodic", "content": "4111 1111"', items)
+    with caplog.at_level(logging.INFO, logger="memorykit"), track_usage() as calls:
+        assert mk.extract_memories(SECRET, llm=model) == []
+        assert mk.extract_memories(SECRET, llm=model) == [C("episodic", "User lives in Berlin")]
+        assert parse_memories(echo) == [] and parse_memories(items.replace("episodic", "diary")) == []
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "4111" not in logged and "depression" not in logged and "Berlin" not in logged, logged
+    assert f"no JSON found in the model output ({len(echo)} characters)" in logged and "type: literal_error" in logged
+    failed = [u.error for u in calls if not u.ok]
+    assert len(failed) == 1 and "invalid JSON (" in failed[0] and "4111" not in failed[0]
+    assert echo in model.requests[1]["messages"][-2].content           # the repair shows the model its answer
+    assert "That answer was invalid: no JSON found" in model.requests[1]["messages"][-1].content

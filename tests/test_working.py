@@ -198,6 +198,43 @@ def test_tools_schemas_and_round_trip(r, ns):
     assert wm.history("u1")[0].replaced_by == "tool"
 
 
+class Place(BaseModel):
+    city: str | None = None
+    country: str | None = None
+
+
+class Traveller(Profile):
+    home: Place = Field(default_factory=Place)
+
+
+def test_a_strict_models_nulls_leave_fields_unchanged_on_every_write_path(r, ns):
+    """OpenAI's strict mode makes every field of the partial update required and nullable: the model sends
+    null for each field it keeps. Tool call, observe and update() alike keep those fields, nested ones too."""
+    from memorykit.llm.schema import strict_schema
+
+    wm = mk.WorkingMemory(r, ns, schema=Traveller, scope="user")
+    stored = {"name": "Lena", "timezone": "Europe/Berlin", "goals": ["learn German"], "preferences": [],
+              "home": {"city": "Berlin", "country": "Germany"}}
+    update_tool = wm.tools("u1")[0]
+    sent = strict_schema(update_tool.schema["function"]["parameters"], nullable_optional=True)
+    assert sorted(sent["properties"]["content"]["required"]) == sorted(stored)   # every key sent, maybe null
+
+    def kept_apart_from(**changed):
+        return {k: None for k in stored} | {"home": {"city": None, "country": None}} | changed
+
+    for user, write in [("u1", lambda c: json.loads(update_tool.run({"content": c}))),
+                        ("a|b", lambda c: wm.observe("Call me Sam", ScriptedModel(update(c)), user_id="a|b")),
+                        ("system", lambda c: wm.update(c, "system"))]:
+        wm.update(stored, user)
+        write(kept_apart_from(name="Sam", home={"city": "Munich", "country": None}))
+        assert wm.get(user) == {**stored, "name": "Sam", "home": {"city": "Munich", "country": "Germany"}}, user
+    wm.update({"goals": [], "timezone": ""}, "u1")                       # an empty value empties a field
+    assert wm.get("u1")["goals"] == [] and wm.get("u1")["timezone"] == ""
+    wm.update({"name": "Sam"}, "u1", replace=True)                       # the whole object: the rest reset
+    assert wm.get("u1") == {"name": "Sam", "timezone": None, "goals": [], "preferences": [],
+                            "home": {"city": None, "country": None}}
+
+
 def test_prompt_block_shows_format_and_content(r, ns):
     wm = mk.WorkingMemory(r, ns, template=mk.PROFILE_TEMPLATE)
     block = wm.prompt_block("u1", "t1")

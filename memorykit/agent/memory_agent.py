@@ -199,7 +199,7 @@ class MemoryAgent(Recovering):
                 reply, extra = self._call_model(turn, inp)
         except Exception as exc:  # Redis, the model or a hook failed: report it; the user's message is saved
             turn.error = _said(exc)
-            log.warning("turn failed for user %r thread %r: %s", turn.user_id, turn.thread_id, turn.error,
+            log.warning("turn failed for user %r thread %r: %s", turn.user_id, turn.thread_id, _reason(exc),
                         exc_info=not isinstance(exc, EXPECTED))
             return
         turn.reply_message, turn.reply = reply, reply.content

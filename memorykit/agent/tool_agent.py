@@ -24,6 +24,7 @@ from ..memory.procedural import (MIN_SUCCESS_SCORE, Evaluation, ProcedureHit, Pr
                                  tool_error)
 from ..messages import Message
 from .loop import run_tool_loop
+from .turn import reason, said
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +190,8 @@ class ToolAgent:
                 run.reply = result.reply.content or ""
                 run.messages += [*result.steps, result.reply]
             except TaskFailed as exc:
-                run.failure = str(exc)
-                log.info("tool agent: %s", exc)
+                run.failure = said(exc)  # an app may show it: a model error by its kind (the log has the text)
+                log.info("tool agent: %s", reason(exc))
         run.steps = sum(1 for c in calls if c.task == PLAN.name)
         kept = trace[run.replayed:] or trace   # once the model calls tools itself, the replay is set aside
         run.tools_used = [t["name"] for t in kept]

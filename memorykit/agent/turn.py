@@ -1,11 +1,14 @@
 """What one ``MemoryAgent.chat()`` did (or one ``recover()`` of what a crashed process left)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
+from ..errors import ConfigurationError, LLMError, redact
+from ..llm.openai_chat import Refusal
 from ..llm.task import TaskFailed, Usage, total_cost
 from ..memory.long_term import MemoryHit
 from ..messages import Message
@@ -73,12 +76,30 @@ class Turn:
 
 
 def reason(exc: Exception) -> str:
-    return str(exc) if isinstance(exc, TaskFailed) else f"{type(exc).__name__}: {exc}"
+    """The whole error, for the log and ``failed_steps``: credentials in it masked."""
+    return redact(str(exc) if isinstance(exc, TaskFailed) else f"{type(exc).__name__}: {exc}")
 
 
 def said(exc: Exception) -> str:
-    """``turn.error``, which an app may show its user: Redis's connection errors name the server, so they are
-    reported by their kind (the log and ``failed_steps`` keep the whole text)."""
+    """``turn.error``, which an app may show its user: Redis's connection errors name the server and a model
+    server's error its address, our key or the user's words, so both say only their kind (:func:`reason`
+    keeps the text for the log)."""
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         return f"Redis is unavailable ({type(exc).__name__})"
-    return reason(exc)
+    chain = [exc]
+    while chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    if not any(isinstance(e, LLMError) and not isinstance(e, ConfigurationError) for e in chain):
+        return reason(exc)
+    import openai
+
+    if any(isinstance(e, openai.APITimeoutError) for e in chain) or re.search(r"deadline|timed out", str(exc)):
+        return "the model did not answer in time"
+    if any(isinstance(e, openai.APIConnectionError) for e in chain):
+        return "the model server could not be reached"
+    if any(isinstance(e, Refusal) for e in chain):
+        return "the model refused to answer"
+    status = re.search(r"\bHTTP (\d{3})\b", str(exc))  # the number only: what follows is the server's text
+    if status:
+        return f"the model server {'refused the request' if status[1] < '500' else 'failed'} (HTTP {status[1]})"
+    return "the model gave no usable answer"

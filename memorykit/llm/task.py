@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Generic, Iterator, Protocol, Sequence, TypeVar
 
 from pydantic import AfterValidator, BaseModel, StringConstraints, ValidationError
+from pydantic_core import PydanticCustomError
 
 from ..config import price_for, settings
-from ..errors import ConfigurationError, LLMError, MemoryKitError
+from ..errors import ConfigurationError, LLMError, MemoryKitError, redact
 from ..messages import Message, count_tokens
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,8 @@ def is_placeholder(text: str) -> bool:
 
 def _real_text(text: str) -> str:
     if is_placeholder(text):
-        raise ValueError(f"{text!r} is empty or a placeholder, not content")
+        raise PydanticCustomError("placeholder", "'{text}' is empty or a placeholder, not content",
+                                  {"text": text})
     return text.strip()
 
 
@@ -206,19 +208,35 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
 def parse_json(text: str) -> Any:
-    """The first JSON value in a model's reply, code fences and prose around it tolerated; else ValueError."""
+    """The first JSON value in a model's reply, code fences and prose around it tolerated; else ValueError
+    saying where it failed, not what the reply said (it may restate the user, and errors reach logs)."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("empty model output")
-    decoder = json.JSONDecoder()
+    decoder, problem = json.JSONDecoder(), f"no JSON found in the model output ({len(text)} characters)"
     for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
         candidate = candidate.strip()
         for i, ch in enumerate(candidate):
             if ch in "[{":
                 try:
                     return decoder.raw_decode(candidate[i:])[0]
-                except json.JSONDecodeError:
-                    continue
-    raise ValueError(f"no JSON found in model output: {text[:80]!r}")
+                except json.JSONDecodeError as exc:
+                    if problem.startswith("no JSON"):
+                        problem = f"invalid JSON ({exc.msg}) at char {i + exc.pos} of {len(candidate)}"
+    raise ValueError(problem)
+
+
+def error_kinds(exc: ValidationError) -> str:
+    """A validation error by field and error type, never the value (a model's output may restate the user)."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['type']}" for e in exc.errors()[:3])
+
+
+def _problem(exc: Exception) -> tuple[str, str]:
+    """What was wrong with an answer: in full for the model's repair prompt, and by kind for reasons and logs."""
+    if isinstance(exc, ValidationError):
+        full = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:3])
+        return full, error_kinds(exc)
+    text = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+    return text, redact(text)  # positions, counts, the prompt's words or a server's error: never the answer
 
 
 _QUOTED = re.compile(r'(?="([^"]{2,160})")')  # every quoted span, also those a stray quote would misalign
@@ -255,7 +273,7 @@ def _checked(task: Task, out: Any) -> Any:
     if task.output is not None:
         return task.output.model_validate(out.model_dump() if isinstance(out, BaseModel) else out)
     if not isinstance(out, Message) or out.role != "assistant" or (is_placeholder(out.content) and not out.tool_calls):
-        raise LLMError(f"the model returned an empty reply or no assistant message: {str(out)[:80]!r}")
+        raise LLMError(f"the model returned an empty reply or no assistant message ({type(out).__name__})")
     return out
 
 
@@ -277,7 +295,7 @@ def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | No
     except TaskFailed:
         raise  # the failed call's usage record already says so
     except (ValueError, LLMError) as exc:  # pydantic's ValidationError is a ValueError
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = _problem(exc)[1]
         _record(Usage(task.name, 0, 0, ok=False, error=reason, requests=0), llm)
         raise TaskFailed(task.name, reason, getattr(exc, "text", None)) from exc
 
@@ -304,15 +322,14 @@ def _run_remote(llm: ChatModel, task: Task, inp: BaseModel, tools: list[dict] | 
                 raise ValueError(f"{copied!r} is the prompt's example, not taken from the input")
             return out
         except ValueError as exc:
-            error = str(exc)[:200]
-            if isinstance(exc, ValidationError):
-                error = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:3])
-            log.info("task %s: invalid output (%s), %s", task.name, error,
+            error, kind = _problem(exc)
+            log.info("task %s: invalid output (%s), %s", task.name, kind,
                      "repairing once" if attempt == 0 else "giving up")
+            log.debug("task %s: the invalid output was %r", task.name, reply.content)
             messages = [*messages, Message(role="assistant", content=reply.content or ""),
                         Message(role="user", content=f"That answer was invalid: {error}. Reply again with "
                                                      "only a JSON object that matches the schema.")]
-    usage.ok, usage.error = False, f"invalid output after one repair: {error}"
+    usage.ok, usage.error = False, f"invalid output after one repair: {kind}"
     raise TaskFailed(task.name, usage.error, reply.content)
 
 

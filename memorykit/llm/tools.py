@@ -52,7 +52,8 @@ class Tool:
         except (ToolError, ValueError, TypeError) as exc:
             return json.dumps({"error": f"{self.name}: {exc}"})
         except Exception as exc:  # a tool failure is data for the model, not a crash of the turn
-            log.warning("tool %s failed: %s", self.name, exc, exc_info=True)
+            log.warning("tool %s failed: %s (traceback at DEBUG)", self.name, type(exc).__name__)
+            log.debug("tool %s failed", self.name, exc_info=True)  # its message may hold the call's arguments
             return json.dumps({"error": f"{self.name} failed: {type(exc).__name__}: {exc}"})
         return result if isinstance(result, str) else json.dumps(result, default=str, ensure_ascii=False)
 

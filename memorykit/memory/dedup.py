@@ -249,7 +249,7 @@ def decide(new_fact: str, existing: Sequence[Memory | str], llm) -> MemoryDecisi
         out = run_task(llm, DECIDE, DecideInput(new=new_fact, existing=[
             ExistingFact(id=i, fact=f) for i, f in enumerate(facts)]))
     except Exception as exc:  # TaskFailed, or a backend that broke in a way of its own: never lose the fact
-        reason = exc.reason if isinstance(exc, TaskFailed) else f"{type(exc).__name__}: {exc}"
+        reason = exc.reason if isinstance(exc, TaskFailed) else type(exc).__name__  # its text may quote facts
         log.warning("decider failed (%s); adding the fact instead", reason)
         return MemoryDecision(action="ADD", reason=f"decider failed: {reason}")
     if out.action == "ADD":

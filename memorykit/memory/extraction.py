@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-from ..llm.task import Task, TaskFailed, Text, parse_json, run_task
+from ..llm.task import Task, TaskFailed, Text, error_kinds, parse_json, run_task
 from ..messages import Message, as_messages
 
 log = logging.getLogger(__name__)
@@ -89,17 +90,17 @@ class ExtractedMemories(BaseModel):
         if isinstance(data, dict):
             data = data.get("memories", [data] if "content" in data else None)
         if not isinstance(data, list):
-            raise ValueError("expected {'memories': [...]}")
+            raise PydanticCustomError("not_a_list", "expected {'memories': [...]}")
         kept: dict[str, CandidateMemoryModel] = {}
         for item in data:
             try:
                 memory = CandidateMemoryModel.model_validate(item)
-            except ValidationError:
-                log.warning("memory extraction: skipped unusable item %.80r", item)
+            except ValidationError as exc:
+                log.warning("memory extraction: skipped an unusable item (%s)", error_kinds(exc))
                 continue
             kept.setdefault(memory.content.casefold(), memory)
         if data and not kept:
-            raise ValueError("no item has a type (episodic or semantic) and real content")
+            raise PydanticCustomError("no_usable_item", "no item has a type (episodic or semantic) and real content")
         return {"memories": list(kept.values())}
 
 
@@ -114,8 +115,8 @@ def parse_memories(text: str | None) -> list[CandidateMemory]:
     try:
         out = ExtractedMemories.model_validate(parse_json(str(text)))
     except (ValueError, ValidationError) as exc:
-        reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-        log.warning("memory extraction: unusable model reply (%s), no memories: %.120r", reason, text)
+        reason = error_kinds(exc) if isinstance(exc, ValidationError) else str(exc)
+        log.warning("memory extraction: unusable model reply (%s), no memories", reason)
         return []
     return [CandidateMemory(m.type, m.content) for m in out.memories]
 

@@ -116,7 +116,7 @@ def _decode(raws: Iterable[str], where: str) -> list[Message]:
         try:
             out.append(Message.from_json(raw))
         except (ValueError, TypeError, KeyError, MemoryKitError) as exc:
-            log.warning("skipping corrupt entry in %s: %s (%.60r)", where, exc, raw)
+            log.warning("skipping corrupt entry in %s: %s (%d characters)", where, exc, len(raw))
             out.append(Message(role="assistant", content="", name=CORRUPT))
     return out
 

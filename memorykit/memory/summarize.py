@@ -240,9 +240,10 @@ def summarize_if_needed(history: ChatHistory, llm: ChatModel, policy: SummaryPol
             log.info("summary of %s: the model kept none of the %d earlier facts; they stay", history.key,
                      len(previous))
             kept = list(previous)
-        for t in dropped:
-            log.info("summary fact dropped, it traces to no message (similarity %.2f, missing %s): %r",
-                     t.similarity, sorted(t.missing), t.fact)
+        for t in dropped:  # the fact's words at DEBUG only: they restate the user
+            log.info("summary fact dropped, it traces to no message (similarity %.2f, %d words missing)",
+                     t.similarity, len(t.missing))
+            log.debug("dropped summary fact %r (missing %s)", t.fact, sorted(t.missing))
         record = {"text": Summary(facts=kept).text, "facts": kept, "covers": old.get("covers", 0) + cut,
                   "dropped": len(dropped), "quoted": quoted, "updated_at": time.time(),
                   "last_id": view.messages[cut - 1].id}

@@ -53,9 +53,11 @@ class Version:
 
 
 def _merge(current: Any, update: Any) -> Any:
-    """Deep-merge dicts (lists and scalars are replaced): partial updates keep what they don't mention."""
-    if isinstance(current, dict) and isinstance(update, dict):
-        return {**current, **{k: _merge(current.get(k), v) for k, v in update.items()}}
+    """Deep-merge dicts (lists and scalars are replaced): partial updates keep what they don't mention, and a
+    null leaves a field as it is (a strict-mode model sends every field, null for those it does not change)."""
+    if isinstance(update, dict):
+        base = current if isinstance(current, dict) else {}
+        return {**base, **{k: _merge(base.get(k), v) for k, v in update.items() if v is not None}}
     return update
 
 
@@ -212,12 +214,13 @@ class WorkingMemory:
         return self.redis.transaction(attempt, k, value_from_callable=True)
 
     def update(self, content: Any, user_id: str, thread_id: str | None = None, *, source: str = "update",
-               expected: Any = ANY) -> Any:
-        """Write new content (schema mode: merged into the current value); ValidationError writes nothing.
-        ``expected``: the version (from :meth:`read`) the content was made from; if it changed, nothing is
-        written and WorkingMemoryConflict is raised."""
+               expected: Any = ANY, replace: bool = False) -> Any:
+        """Write new content (schema mode: merged into the current value, a null field left unchanged; an empty
+        value such as ``[]`` empties a field, ``replace=True`` writes the whole object, nulls and defaults
+        included); ValidationError writes nothing. ``expected``: the version (from :meth:`read`) the content
+        was made from; if it changed, nothing is written and WorkingMemoryConflict is raised."""
         content = self._coerce(content)
-        if self.format == "schema":
+        if self.format == "schema" and not replace:
             return self._commit(user_id, thread_id, lambda old: _merge(old or {}, content), source, expected)
         return self._commit(user_id, thread_id, lambda old: content, source, expected)
 
@@ -256,7 +259,8 @@ class WorkingMemory:
         if self.format == "template":
             return f"Keep this Markdown template (fill it in, keep every section):\n{self.template.strip()}"
         if self.format == "schema":
-            return ("It is a JSON object that must match this JSON schema (send only the fields that change):\n"
+            return ("It is a JSON object that must match this JSON schema (send only the fields that change; null "
+                    "leaves a field unchanged, an empty value such as [] empties it):\n"
                     + json.dumps(self.partial_schema(), ensure_ascii=False))
         return "It is free-form text: short notes, one per line."
 
@@ -290,7 +294,8 @@ class WorkingMemory:
         seen = {"version": expected}
         if self.format == "schema":
             content = {**self.partial_schema(),
-                       "description": "only the fields to change; merged into the current value"}
+                       "description": "only the fields to change, merged into the current value; "
+                                      "null leaves a field unchanged, an empty value such as [] empties it"}
             how = " fields given (partial update, validated against the schema)."
         else:
             keep = " (keep every template section)" if self.format == "template" else ""
