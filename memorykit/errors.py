@@ -26,7 +26,13 @@ class ModelNotFoundError(MemoryKitError):
 
 
 class LLMError(MemoryKitError):
-    """The chat model failed or returned something unusable."""
+    """The chat model failed or returned something unusable. ``kind`` says which way, for a user to see
+    ("timeout", "unreachable", "refused" for an HTTP 4xx, "server" for a 5xx, "filtered", "refusal", "unusable");
+    ``status`` is the HTTP status when a server answered one."""
+
+    def __init__(self, message: str = "", *, kind: str = "unusable", status: int | None = None):
+        super().__init__(message)
+        self.kind, self.status = kind, status
 
 
 class ConfigurationError(LLMError):

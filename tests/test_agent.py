@@ -473,7 +473,7 @@ class FailsFirstReply(Junk):
     def perform(self, task, inp, tools=None):
         if task.name == "reply" and not self.failed:
             self.failed = True
-            raise LLMError("the model server answered HTTP 500: boom")
+            raise LLMError("the model server answered HTTP 500: boom", kind="server", status=500)
         return self.offline.perform(task, inp, tools=tools)
 
 

@@ -1,14 +1,12 @@
 """What one ``MemoryAgent.chat()`` did (or one ``recover()`` of what a crashed process left)."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
 from ..errors import ConfigurationError, LLMError, redact
-from ..llm.openai_chat import Refusal
 from ..llm.task import TaskFailed, Usage, total_cost
 from ..memory.long_term import MemoryHit
 from ..messages import Message
@@ -89,17 +87,20 @@ def said(exc: Exception) -> str:
     chain = [exc]
     while chain[-1].__cause__ is not None:
         chain.append(chain[-1].__cause__)
-    if not any(isinstance(e, LLMError) and not isinstance(e, ConfigurationError) for e in chain):
+    model = next((e for e in chain if isinstance(e, LLMError) and not isinstance(e, ConfigurationError)), None)
+    if model is None:
         return reason(exc)
-    import openai
+    kind, code = model.kind, model.status
+    if kind == "unusable":  # an LLMError raised by another client around the openai SDK's own error
+        import openai
 
-    if any(isinstance(e, openai.APITimeoutError) for e in chain) or re.search(r"deadline|timed out", str(exc)):
-        return "the model did not answer in time"
-    if any(isinstance(e, openai.APIConnectionError) for e in chain):
-        return "the model server could not be reached"
-    if any(isinstance(e, Refusal) for e in chain):
-        return "the model refused to answer"
-    status = re.search(r"\bHTTP (\d{3})\b", str(exc))  # the number only: what follows is the server's text
-    if status:
-        return f"the model server {'refused the request' if status[1] < '500' else 'failed'} (HTTP {status[1]})"
-    return "the model gave no usable answer"
+        cause = next((e for e in chain if isinstance(e, openai.APIError)), None)
+        kind = ("timeout" if isinstance(cause, openai.APITimeoutError) else "unreachable"
+                if isinstance(cause, openai.APIConnectionError) else kind)
+        if isinstance(cause, openai.APIStatusError):
+            kind, code = ("server" if cause.status_code >= 500 else "refused"), cause.status_code
+    status = f" (HTTP {code})" if code else ""
+    return {"timeout": "the model did not answer in time", "unreachable": "the model server could not be reached",
+            "refusal": "the model refused to answer", "filtered": "the model server's content filter withheld "
+            "the answer", "refused": f"the model server refused the request{status}",
+            "server": f"the model server failed{status}"}.get(kind, "the model gave no usable answer")

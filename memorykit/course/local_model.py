@@ -202,7 +202,8 @@ class LlamaCppChat(OpenAIChat):
         except Exception as exc:  # the transport's own errors surface raw while a stream is read
             if "timeout" in type(exc).__name__.lower():
                 raise self._timed_out() from exc
-            raise LLMError(f"the model server broke off its reply: {type(exc).__name__}: {exc}") from exc
+            raise LLMError(f"the model server broke off its reply: {type(exc).__name__}: {exc}",
+                           kind="server") from exc
         finally:
             stream.close()
         if refusal:

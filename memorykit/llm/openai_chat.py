@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any, Sequence
 
 from ..config import settings
-from ..errors import LLMError
+from ..errors import LLMError, redact
 from ..messages import Message, count_tokens, to_openai
 from .schema import hoist_defs, strict_schema
 from .task import add_usage, log_request  # noqa: F401  (add_usage re-exported for LlamaCppChat)
@@ -56,7 +56,7 @@ class Refusal(LLMError):
     """The model declined to answer (``message.refusal``); ``text`` is what it said."""
 
     def __init__(self, text: str):
-        super().__init__(f"the model refused: {text}")
+        super().__init__(f"the model refused: {text}", kind="refusal")
         self.text = text
 
 
@@ -65,7 +65,8 @@ class Filtered(LLMError):
     is not the answer, so it is neither used nor repaired."""
 
     def __init__(self) -> None:
-        super().__init__("the model server's content filter withheld the answer (finish_reason: content_filter)")
+        super().__init__("the model server's content filter withheld the answer (finish_reason: content_filter)",
+                         kind="filtered")
 
 
 @dataclass(frozen=True)
@@ -199,10 +200,12 @@ class OpenAIChat:
                 if exc.status_code not in RETRY_STATUS or attempt >= self.max_retries or late:
                     asked = f" (asked to retry after {wait:g} s, past the deadline)" if late else ""
                     raise LLMError(f"the model server answered HTTP {exc.status_code}{asked}: "
-                                   f"{str(exc.message)[:300]}") from exc
+                                   f"{redact(str(exc.message)[:300])}", status=exc.status_code,
+                                   kind="server" if exc.status_code >= 500 else "refused") from exc
             except openai.APIConnectionError as exc:
                 if attempt >= self.max_retries:
-                    raise LLMError(f"cannot reach the model server at {self.base_url or 'OpenAI'}: {exc}") from exc
+                    raise LLMError(redact(f"cannot reach the model server at {self.base_url or 'OpenAI'}: {exc}"),
+                                   kind="unreachable") from exc
                 wait = None
             except openai.APIError as exc:
                 raise LLMError(f"the model call failed: {exc}") from exc
@@ -218,11 +221,12 @@ class OpenAIChat:
             attempt += 1
             backoff = wait if wait is not None else 0.5 * 2 ** (attempt - 1)
             time.sleep(max(0.0, min(backoff, deadline - time.monotonic() - 0.1)))
-        raise LLMError(f"the model call ran out of its {self.timeout:g} s deadline (MEMORYKIT_LLM_TIMEOUT)")
+        raise LLMError(f"the model call ran out of its {self.timeout:g} s deadline (MEMORYKIT_LLM_TIMEOUT)",
+                       kind="timeout")
 
     def _timed_out(self) -> LLMError:
         return LLMError(f"the model did not answer within {self.timeout:g} s "
-                        "(MEMORYKIT_LLM_TIMEOUT); not retried, the server may still be busy")
+                        "(MEMORYKIT_LLM_TIMEOUT); not retried, the server may still be busy", kind="timeout")
 
     def _complete(self, body: dict[str, Any], remaining: float, deadline: float) -> tuple[Message, str | None]:
         """One request within the ``remaining`` seconds: the reply and its finish reason (a subclass may
@@ -258,7 +262,8 @@ class OpenAIChat:
                 return False
             name, self._shape = change[0], replace(sent, **change[1])
             self._learned.add(name)
-        log.warning("%s refused %s (%s); adjusted from now on", self.label, name, text[:120].replace("\n", " "))
+        log.warning("%s refused %s (%s); adjusted from now on", self.label, name,
+                    redact(text[:120]).replace("\n", " "))
         return True
 
     def _loosen(self, call: _Call, text: str) -> bool:
@@ -274,7 +279,7 @@ class OpenAIChat:
             return False
         self._loose = self._loose | new
         log.warning("%s refused a schema in strict mode (%s); that schema is sent non-strict from now on",
-                    self.label, text[:120].replace("\n", " "))
+                    self.label, redact(text[:120]).replace("\n", " "))
         return True
 
 
