@@ -32,6 +32,7 @@ RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 _FORMAT_WORDS = ("response_format", "json_schema", "json schema", "json_object")
 _REASONING = re.compile(r"^(o\d|gpt-5)(?!.*-chat)")
 _VALIDATION = ("validation error", "literal_error", "input should be", "extra_forbidden")
+MAX_LOOSE = 64   # schemas refused in strict mode a client remembers before it stops sending any strict
 _TOO_LONG = ("maximum context length", "is too large", "too many tokens", "context_length_exceeded")
 
 
@@ -64,9 +65,10 @@ class Filtered(LLMError):
     """The server's content filter withheld (part of) the answer (``finish_reason: content_filter``): what came
     is not the answer, so it is neither used nor repaired."""
 
-    def __init__(self) -> None:
+    def __init__(self, usage: dict[str, int] | None = None) -> None:
         super().__init__("the model server's content filter withheld the answer (finish_reason: content_filter)",
                          kind="filtered")
+        self.usage = usage
 
 
 @dataclass(frozen=True)
@@ -188,12 +190,15 @@ class OpenAIChat:
         attempt = 0
         while (remaining := deadline - time.monotonic()) > 0.05:
             shape = self.shape
+            body = self.body(call, shape)
             try:
-                reply, finish = self._complete(self.body(call, shape), remaining, deadline)
+                reply, finish = self._complete(body, remaining, deadline)
             except openai.APITimeoutError as exc:
                 raise self._timed_out() from exc
             except openai.APIStatusError as exc:
-                if self._learn(exc, shape, call):
+                if getattr(exc, "code", None) == "content_filter":  # Azure's filter on the prompt: an HTTP 400
+                    raise Filtered() from exc
+                if self._learn(exc, shape, call, body):
                     continue
                 wait = _retry_after(exc)
                 late = wait is not None and wait > deadline - time.monotonic() - 0.1
@@ -210,13 +215,13 @@ class OpenAIChat:
             except openai.APIError as exc:
                 raise LLMError(f"the model call failed: {exc}") from exc
             else:
-                if finish == "content_filter":
-                    raise Filtered()
                 reply.usage = reply.usage or estimated_usage(call.messages, reply.content)
                 if reply.usage.get("reasoning_tokens") and not (self.reasoning or self.thinks):
                     self._thinking()
                 reply.usage["truncated"] = int(finish == "length")  # run_task asks once more, with more room
                 log_request(self.model, reply.usage)
+                if finish == "content_filter":
+                    raise Filtered(reply.usage)  # billed all the same
                 return reply
             attempt += 1
             backoff = wait if wait is not None else 0.5 * 2 ** (attempt - 1)
@@ -243,21 +248,21 @@ class OpenAIChat:
         log.warning("%s thinks before answering: each request now adds %d tokens for it "
                     "(MEMORYKIT_LLM_REASONING_TOKENS)", self.label, settings().llm_reasoning_tokens)
 
-    def _learn(self, exc: Any, sent: Shape, call: _Call) -> bool:
+    def _learn(self, exc: Any, sent: Shape, call: _Call, body: dict[str, Any]) -> bool:
         """True when ``exc`` is a request the server refused for a parameter it names, and the shape now
-        differs (learned here, once per parameter, or by another thread meanwhile), or for a schema in strict
-        mode, now sent non-strict: send it again. A prompt too long for the model teaches nothing."""
+        differs (learned here, once per parameter, or by another thread meanwhile), or for a schema it sent
+        strict, now sent non-strict: send it again. A prompt too long for the model teaches nothing."""
         text = str(getattr(exc, "message", exc)).lower()
         validation = exc.status_code in (400, 415, 422) or (exc.status_code == 500 and any(
             w in text for w in _VALIDATION))  # llama-cpp-python answers a request it cannot parse with 500
         if not validation or any(w in text for w in _TOO_LONG):
             return False
         with self._lock:
+            if "invalid schema" in text:  # before the parameter names a schema's own property may spell
+                return self._loosen(call, body, text)
             if self._shape != sent:
                 return True
             change = _lesson(text, sent, self.reasoning)
-            if change is not None and change[0] == "strict":
-                return self._loosen(call, text)
             if change is None or change[0] in self._learned:
                 return False
             name, self._shape = change[0], replace(sent, **change[1])
@@ -266,20 +271,29 @@ class OpenAIChat:
                     redact(text[:120]).replace("\n", " "))
         return True
 
-    def _loosen(self, call: _Call, text: str) -> bool:
-        """A schema refused in strict mode (OpenAI: "invalid schema for function 'x'" / "for response_format
-        'y'") is sent non-strict from now on: the one the message names, else every one this call sent strict.
-        One user's schema does not change how any other is sent. Called under the lock."""
-        sent = {_key(t): t.get("function", {}).get("name", "") for t in call.tools or ()}
-        if call.response_format:
-            sent[_key(call.response_format)] = call.response_format.get("json_schema", {}).get("name", "")
-        named = {k for k, name in sent.items() if name and f"'{name.lower()}'" in text}
-        new = (named or set(sent)) - self._loose
+    def _loosen(self, call: _Call, body: dict[str, Any], text: str) -> bool:
+        """A schema this request sent strict and the server refused ("invalid schema for function 'x'" / "for
+        response_format 'y'") goes non-strict from now on: the one the message names, else every one sent strict.
+        Other schemas, other users' among them, stay strict; past ``MAX_LOOSE`` refused schemas, none is sent
+        strict (a server that refuses them all). Called under the lock."""
+        names = {_key(t): t.get("function", {}).get("name", "")
+                 for t, b in zip(call.tools or (), body.get("tools") or ()) if b.get("function", {}).get("strict")}
+        spec = (body.get("response_format") or {}).get("json_schema") or {}
+        if spec.get("strict"):
+            names[_key(call.response_format)] = spec.get("name", "")
+        mine = {k for k, name in names.items() if name and f"'{name.lower()}'" in text} or set(names)
+        if not mine:
+            return False  # nothing went strict: the refusal is about something else
+        new = mine - self._loose
         if not new:
-            return False
-        self._loose = self._loose | new
-        log.warning("%s refused a schema in strict mode (%s); that schema is sent non-strict from now on",
-                    self.label, redact(text[:120]).replace("\n", " "))
+            return True  # another request marked them meanwhile: this one goes again, non-strict
+        if len(self._loose) + len(new) > MAX_LOOSE:
+            self._shape, self._loose = replace(self._shape, strict=False), frozenset()
+            self._learned.add("strict")
+        else:
+            self._loose = self._loose | new
+        log.warning("%s refused a schema in strict mode (%s); %s", self.label, redact(text[:120]).replace("\n", " "),
+                    "strict mode is off for this client" if not self._shape.strict else "that schema goes non-strict")
         return True
 
 
@@ -294,7 +308,7 @@ def _lesson(text: str, shape: Shape, reasoning: bool) -> tuple[str, dict[str, An
         return "reasoning_effort", {"reasoning_effort": None}
     if "stream_options" in text and shape.stream_usage:
         return "stream_options", {"stream_usage": False}
-    if shape.strict and ("strict" in text or "invalid schema" in text):
+    if shape.strict and "strict" in text:  # the parameter itself ("unknown parameter: 'tools[0].function.strict'")
         return "strict", {"strict": False}
     if any(w in text for w in _FORMAT_WORDS) and shape.format_mode != FORMAT_MODES[-1]:
         step = FORMAT_MODES[FORMAT_MODES.index(shape.format_mode) + 1]

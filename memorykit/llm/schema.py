@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from pydantic import BaseModel
@@ -64,30 +65,41 @@ def _any_of(node: dict[str, Any]) -> None:
         _any_of(child)
 
 
+def _nesting(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...] = ()) -> int:
+    """Levels of properties and items in ``node``, references followed (each once on a path: recursion)."""
+    ref = node.get("$ref", "")
+    if ref.startswith("#/$defs/") and ref not in seen:
+        return _nesting(defs.get(ref[len("#/$defs/"):], {}), defs, (*seen, ref))
+    inner = [v for v in (node.get("properties") or {}).values() if isinstance(v, dict)]
+    inner += [node["items"]] if isinstance(node.get("items"), dict) else []
+    skip = [*inner, *(node.get("$defs") or {}).values()]
+    other = [c for c in _children(node) if all(c is not k for k in skip)]
+    return max([1 + _nesting(c, defs, seen) for c in inner] + [_nesting(c, defs, seen) for c in other] + [0])
+
+
 def _too_much(schema: dict[str, Any]) -> bool:
     """True when strict mode would refuse ``schema`` as a whole: a keyword it cannot take, a root that is not
-    one object, objects in one ``anyOf`` with the same first key (a tagged union), more nesting (properties and
-    items), properties or enum values than it allows."""
-    counts = {"properties": 0, "enum": 0}
+    one object, objects in one ``anyOf`` that begin with the same property (same name and schema: a tag
+    with one value per variant is fine), more nesting, properties or enum values than it allows."""
+    defs = schema.get("$defs") or {}
 
-    def first_key(node: dict[str, Any]) -> str | None:
+    def first(node: dict[str, Any]) -> str | None:
         ref = node.get("$ref", "")
-        target = (schema.get("$defs") or {}).get(ref.removeprefix("#/$defs/"), {}) if ref else node
-        return next(iter(target.get("properties") or {}), None)
+        target = defs.get(ref.removeprefix("#/$defs/"), {}) if ref else node
+        key = next(iter(target.get("properties") or {}), None)
+        return None if key is None else json.dumps([key, target["properties"][key]], sort_keys=True)
 
-    def deep(node: dict[str, Any], depth: int) -> bool:
-        props = [v for v in (node.get("properties") or {}).values() if isinstance(v, dict)]
-        counts["properties"] += len(props)
-        counts["enum"] += len(node.get("enum") or [])
-        firsts = [k for k in map(first_key, [v for v in node.get("anyOf") or [] if isinstance(v, dict)]) if k]
-        if any(k in node for k in STRICT_REFUSED) or depth > STRICT_MAX_DEPTH or len(firsts) > len(set(firsts)):
+    nodes, stack = [], [schema]
+    while stack:
+        nodes.append(stack.pop())
+        stack.extend(_children(nodes[-1]))
+    for node in nodes:
+        firsts = [f for f in map(first, [v for v in node.get("anyOf") or [] if isinstance(v, dict)]) if f]
+        if any(k in node for k in STRICT_REFUSED) or len(firsts) > len(set(firsts)):
             return True
-        inner = [*props, *([node["items"]] if isinstance(node.get("items"), dict) else [])]
-        return (any(deep(child, depth + 1) for child in inner)
-                or any(deep(child, depth) for child in _children(node) if all(child is not c for c in inner)))
-
-    return (schema.get("type") != "object" or "anyOf" in schema or deep(schema, 1)
-            or counts["properties"] > STRICT_MAX_PROPERTIES or counts["enum"] > STRICT_MAX_ENUM)
+    return (schema.get("type") != "object" or "anyOf" in schema or _nesting(schema, defs) > STRICT_MAX_DEPTH
+            or sum(len(n.get("properties") or {}) for n in nodes) > STRICT_MAX_PROPERTIES
+            or sum(len(n.get("enum") or []) for n in nodes) > STRICT_MAX_ENUM)
 
 
 def _open_object(node: dict[str, Any]) -> bool:

@@ -295,8 +295,11 @@ def run_task(llm: ChatModel, task: Task[I, O], inp: I, *, tools: list[dict] | No
     except TaskFailed:
         raise  # the failed call's usage record already says so
     except (ValueError, LLMError) as exc:  # pydantic's ValidationError is a ValueError
-        reason = _problem(exc)[1]
-        _record(Usage(task.name, 0, 0, ok=False, error=reason, requests=0), llm)
+        reason, spent = _problem(exc)[1], getattr(exc, "usage", None) or {}  # a filtered answer is billed
+        tokens = (spent.get("prompt_tokens", 0), spent.get("completion_tokens", 0), spent.get("cached_tokens", 0))
+        _record(Usage(task.name, *tokens[:2], ok=False, error=reason, requests=spent.get("calls", 0),
+                      model=getattr(llm, "model", ""), cost=cost_of(llm, *tokens) if spent else 0.0,
+                      cached_tokens=tokens[2]), llm)
         raise TaskFailed(task.name, reason, getattr(exc, "text", None)) from exc
 
 

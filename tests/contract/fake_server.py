@@ -62,7 +62,7 @@ PROFILES = {p.name: p for p in [
 ]}
 
 
-def strict_problems(schema: Any, root: dict | None = None, path: str = "$", depth: int = 1) -> list[str]:
+def strict_problems(schema: Any, root: dict | None = None, path: str = "$") -> list[str]:
     """Why ``schema`` is not a valid strict schema (OpenAI's documented rules), or []."""
     if not isinstance(schema, dict):
         return [f"{path}: not an object"]
@@ -72,11 +72,11 @@ def strict_problems(schema: Any, root: dict | None = None, path: str = "$", dept
         if schema.get("type") != "object" or "anyOf" in schema:
             out.append("$: the root must be an object, not 'anyOf'")
         out += sizes(schema)
-    if depth > MAX_DEPTH:
-        out.append(f"{path}: {depth} levels of nesting exceeds limit of {MAX_DEPTH}")
+        if (levels := nesting(schema, schema)) > MAX_DEPTH:
+            out.append(f"$: {levels} levels of nesting exceeds limit of {MAX_DEPTH}")
     variants = [resolve(v, root) for v in schema.get("anyOf", []) if isinstance(v, dict)]
-    firsts = [next(iter(v.get("properties") or {}), None) for v in variants]
-    if len([f for f in firsts if f]) != len({f for f in firsts if f}):
+    firsts = [json.dumps(next(iter(v["properties"].items())), sort_keys=True) for v in variants if v.get("properties")]
+    if len(firsts) != len(set(firsts)):
         out.append(f"{path}: objects provided via 'anyOf' must not share identical first keys")
     ref = schema.get("$ref")
     if ref is not None:
@@ -93,15 +93,27 @@ def strict_problems(schema: Any, root: dict | None = None, path: str = "$", dept
         if missing:
             out.append(f"{path}: 'required' must include every property; missing {missing}")
         for key, sub in props.items():
-            out += strict_problems(sub, root, f"{path}.{key}", depth + 1)
+            out += strict_problems(sub, root, f"{path}.{key}")
     for key in ("anyOf",):
         for i, sub in enumerate(schema.get(key, [])):
-            out += strict_problems(sub, root, f"{path}.{key}[{i}]", depth)
+            out += strict_problems(sub, root, f"{path}.{key}[{i}]")
     if isinstance(schema.get("items"), dict):
-        out += strict_problems(schema["items"], root, f"{path}[]", depth + 1)
+        out += strict_problems(schema["items"], root, f"{path}[]")
     for key, sub in (schema.get("$defs") or {}).items():
-        out += strict_problems(sub, root, f"{path}.$defs.{key}", depth)
+        out += strict_problems(sub, root, f"{path}.$defs.{key}")
     return out
+
+
+def nesting(node: Any, root: dict, seen: tuple = ()) -> int:
+    """Levels of properties and items below ``node``, references followed (a recursive one once)."""
+    if not isinstance(node, dict):
+        return 0
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref not in seen:
+        return nesting(resolve(node, root), root, (*seen, ref))
+    inner = [*(node.get("properties") or {}).values(), *([node["items"]] if isinstance(node.get("items"), dict) else [])]
+    return max([1 + nesting(v, root, seen) for v in inner] + [nesting(v, root, seen) for v in node.get("anyOf", [])]
+               + [0])
 
 
 def resolve(node: dict, root: dict) -> dict:

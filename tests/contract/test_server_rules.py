@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Literal, Union
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 from typing_extensions import Annotated
 
 from memorykit.errors import LLMError
@@ -81,26 +81,113 @@ def test_a_schema_refused_in_strict_mode_goes_non_strict_alone():
         fake.close()
 
 
-def test_a_tagged_union_and_schemas_past_the_limits_are_sent_non_strict_without_a_refusal():
-    assert strict_schema(Household) is None  # its objects share a first key ("kind"): strict mode refuses that
+class Level(BaseModel):
+    name: str
+    below: "Level | None" = None
+
+
+def nested_models(levels: int) -> type[BaseModel]:
+    """A pydantic model ``levels`` objects deep, each level its own model (nested through ``$ref``)."""
+    inner: type[BaseModel] = BaseModel
+    for i in range(levels):
+        fields = {"x": (str, ...)} if i == 0 else {"x": (inner, ...)}
+        inner = create_model(f"L{i}", **fields)
+    return inner
+
+
+def test_schemas_strict_mode_refuses_are_sent_non_strict_without_a_refusal():
     deep: dict = {"type": "string"}
     for _ in range(11):
         deep = {"type": "object", "properties": {"x": deep}, "required": ["x"]}
-    for schema in (deep, {"type": "object", "properties": {"a": {"enum": list(range(1001))}}},
+    same_start = {"type": "object", "properties": {"a": {"anyOf": [
+        {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}},
+        {"type": "object", "properties": {"name": {"type": "string"}, "city": {"type": "string"}}}]}}}
+    for schema in (deep, nested_models(12).model_json_schema(), same_start,
+                   {"type": "object", "properties": {"a": {"enum": list(range(1001))}}},
                    {"type": "object", "properties": {"a": {"allOf": [{"type": "string"}, {"minLength": 1}]}}},
                    {"type": "object", "properties": {"a": {"type": "string", "not": {"enum": ["x"]}}}},
                    {"anyOf": [{"type": "object", "properties": {}}, {"type": "null"}]}):
-        assert strict_problems(schema), schema       # the server refuses each ...
-        assert strict_schema(schema) is None, schema  # ... so none is sent strict
+        assert strict_problems(strict_schema(schema) or schema), schema  # the server refuses each ...
+        assert strict_schema(schema) is None, schema                     # ... so none is sent strict
+    for fine in (Household, nested_models(10), Level):  # a tag first with one value per variant; 10 levels; recursion
+        strict = strict_schema(fine)
+        assert strict is not None and strict_problems(strict) == [], fine
     union = {"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}}
     strict = strict_schema(union)
     assert strict is not None and strict_problems(strict) == [] and "anyOf" in json.dumps(strict)
     fake, llm = served()
     try:
-        tool = {"type": "function", "function": {"name": "update_pets", "parameters": Household.model_json_schema()}}
+        tool = {"type": "function", "function": {"name": "update_pets", "parameters": same_start}}
         llm.chat([{"role": "user", "content": "I got a dog (update_pets)."}], tools=[tool, *TOOLS])
         assert [e.status for e in fake.log] == [200]
         assert strict_of(fake.log[0].body) == {"update_pets": False, "search_memory": True}
+    finally:
+        fake.close()
+
+
+def test_users_meeting_the_same_refused_schema_at_once_are_all_answered():
+    import threading
+
+    fake, llm = served(NewRule)
+    try:
+        replies: list = []
+        ask = [{"role": "user", "content": "I got a cat (record_pet)."}]
+        threads = [threading.Thread(target=lambda: replies.append(llm.chat(ask, tools=[PETS, *TOOLS])))
+                   for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(replies) == 6 and sum(e.status == 400 for e in fake.log) <= 6
+        assert all(strict_of(e.body)["record_pet"] is False for e in fake.log if e.status == 200)
+    finally:
+        fake.close()
+
+
+class NoStrict(FakeServer):
+    """An older deployment that knows no ``strict`` at all: every schema sent strict is refused."""
+
+    def refusal(self, body):
+        spec = (body.get("response_format") or {}).get("json_schema") or {}
+        for i, tool in enumerate(body.get("tools") or []):
+            if tool["function"].get("strict"):
+                return 400, f"Invalid schema for function '{tool['function']['name']}': strict is not supported.", None
+        if spec.get("strict"):
+            return 400, f"Invalid schema for response_format '{spec.get('name')}': strict is not supported.", None
+        return super().refusal(body)
+
+
+def test_a_server_refusing_every_strict_schema_costs_a_bounded_number_of_refusals():
+    from memorykit.llm.openai_chat import MAX_LOOSE
+
+    fake, llm = served(NoStrict)
+    try:
+        for user in range(MAX_LOOSE + 20):  # a tool whose description names its user: one schema per user
+            tool = {"type": "function", "function": {**PETS["function"], "description": f"Record pet of user {user}"}}
+            llm.chat([{"role": "user", "content": "a cat (record_pet)"}], tools=[tool])
+        assert sum(e.status == 400 for e in fake.log) == MAX_LOOSE + 1 and not llm.shape.strict
+        assert len(llm._loose) == 0 and fake.log[-1].status == 200
+    finally:
+        fake.close()
+
+
+class PropertyNamedLikeAParameter(FakeServer):
+    def refusal(self, body):
+        for tool in body.get("tools") or []:
+            if tool["function"]["name"] == "log_reading" and tool["function"].get("strict"):
+                return 400, ("Invalid schema for function 'log_reading': In context=('properties', 'temperature'), "
+                             "a rule of this model."), "tools"
+        return super().refusal(body)
+
+
+def test_a_refused_schema_with_a_property_named_like_a_parameter_changes_only_that_schema():
+    reading = {"type": "function", "function": {"name": "log_reading", "parameters": {
+        "type": "object", "properties": {"temperature": {"type": "number"}}, "required": ["temperature"]}}}
+    fake, llm = served(PropertyNamedLikeAParameter)
+    try:
+        llm.chat([{"role": "user", "content": "21.5 degrees (log_reading)"}], tools=[reading])
+        assert llm.shape == served_shape(llm) and not llm._learned
+        assert [e.status for e in fake.log] == [400, 200] and fake.log[-1].body["temperature"] == 0.0
     finally:
         fake.close()
 
@@ -110,9 +197,12 @@ def test_a_filtered_answer_fails_the_task_without_a_repair():
     try:
         fake.inject = ["content_filter"]
         task = all_tasks()["extract_memories"]
-        with pytest.raises(TaskFailed, match="content filter"):
+        with track_usage() as calls, pytest.raises(TaskFailed, match="content filter"):
             run_task(llm, task, sample_input(task))
         assert len(fake.log) == 1  # a partial answer is not sent back to be repaired
+        billed = fake.log[0].usage  # ... but it is billed, and counted
+        assert [(c.ok, c.prompt_tokens, c.completion_tokens) for c in calls] == [
+            (False, billed["prompt_tokens"], billed["completion_tokens"])] and calls[0].cost > 0
         fake.inject = ["content_filter"]
         with pytest.raises(LLMError, match="content_filter"):
             llm.chat([{"role": "user", "content": "hello"}])
