@@ -1,12 +1,17 @@
 """Errors that say what went wrong and what to do next."""
 import re
 
-_URL_CREDENTIALS, _API_KEY = re.compile(r"(?<=://)[^/@\s]+@"), re.compile(r"\bsk-[\w*-]{6,}")
+_SECRETS = [(re.compile(r"(?<=://)[^/\s]*@"), "***@"),                     # user:pass@ (to the last @)
+            (re.compile(r"(?i)([?&;]key=|\b(?:api[_-]?key|access_token|token|password|secret)=)[^&\s]+"), r"\1***"),
+            (re.compile(r"(?i)\bBearer\s+\S+"), "Bearer ***"), (re.compile(r"\bsk-[\w*-]{12,}"), "sk-***")]
 
 
 def redact(text: str) -> str:
-    """Error text for a log: credentials in URLs (``user:pass@`` -> ``***@``) and API keys (``sk-***``) masked."""
-    return _API_KEY.sub("sk-***", _URL_CREDENTIALS.sub("***@", text))
+    """Text for a log or an error: credentials in URLs (``user:pass@``, ``?api_key=``), bearer tokens and API
+    keys (``sk-...``) masked."""
+    for pattern, mask in _SECRETS:
+        text = pattern.sub(mask, text)
+    return text
 
 
 class MemoryKitError(Exception):

@@ -416,6 +416,18 @@ def test_a_web_page_instead_of_a_chat_completion_is_a_clear_model_error(r, ns, c
     assert roles(a, "u1", "t1") == ["user"]
 
 
+class RaisesRaw:
+    """A client of an app's own that lets the openai SDK's or httpx's errors out instead of an LLMError."""
+
+    label = "raw-sdk"
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def chat(self, messages, **options):
+        raise self.error
+
+
 def test_a_model_error_reaches_turn_error_by_its_kind_and_the_log_without_credentials(r, ns, agent, caplog):
     """An app may show turn.error to its user: no server text, key or address there. The log keeps the
     server's words, with credentials masked."""
@@ -438,6 +450,16 @@ def test_a_model_error_reaches_turn_error_by_its_kind_and_the_log_without_creden
     assert timed_out.error == "the model did not answer in time"
     assert "Incorrect API key provided: sk-***" in caplog.text and "http://***@127.0.0.1:9/v1" in caplog.text
     assert "sk-proj-Ab12" not in caplog.text and "s3cret" not in caplog.text
+    # another client that lets the SDK's or httpx's own errors out: told by their kind too
+    request = httpx.Request("POST", "https://gw.internal/v1?api_key=GW-SECRET-42")
+    flagged = openai.BadRequestError("Invalid 'messages[1].content': 'I was diagnosed last week' flagged",
+                                     response=httpx.Response(400, request=request), body=None)
+    for raised, expected in ((flagged, "the model server refused the request (HTTP 400)"),
+                             (httpx.ConnectError("connect failed for https://gw.internal/v1?api_key=GW-SECRET-42",
+                                                 request=request), "the model server could not be reached")):
+        bare = mk.MemoryAgent(r, llm=RaisesRaw(raised), namespace=ns, memory="short_term")
+        assert bare.chat("Hi", user_id="lena", thread_id="t2").error == expected
+        bare.close()
 
 
 def test_redis_fault_while_saving_the_reply_keeps_it_for_the_next_turn(agent, monkeypatch):

@@ -618,3 +618,17 @@ def test_the_server_family_comes_from_the_host(monkeypatch):
     assert family_of("http://localhost:11434/v1") == family_of("https://api.openai.com.example.net/v1") == "compatible"
     monkeypatch.setenv("MEMORYKIT_LLM_FAMILY", "compatible")
     assert family_of("https://my-resource.openai.azure.com/openai/v1/") == "compatible"
+
+
+def test_secrets_are_masked_in_what_is_logged():
+    from memorykit.errors import redact
+
+    said = ("cannot reach https://svc:Pa55@word@gw.example.com/v1?api_key=GW-42&x=1 with Bearer eyJhbGciOi.x.y "
+            "and sk-proj-Ab12cd34Ef56gh78; scikit-learn is sk-learn-0.24.2")
+    masked = redact(said)
+    for secret in ("Pa55", "word@gw", "GW-42", "eyJhbGciOi", "Ab12cd34"):
+        assert secret not in masked, secret
+    assert "gw.example.com/v1" in masked and "x=1" in masked and "sk-learn-0.24.2" in masked
+    assert redact("api_key=SECRET123 rejected") == "api_key=*** rejected"
+    llm = OpenAIChat("m", api_key="k", base_url="https://svc:Pa55word@gw.example.com/v1", family="compatible")
+    assert "Pa55word" not in llm.label and "gw.example.com" in llm.label

@@ -207,30 +207,39 @@ class Traveller(Profile):
     home: Place = Field(default_factory=Place)
 
 
-def test_a_strict_models_nulls_leave_fields_unchanged_on_every_write_path(r, ns):
-    """OpenAI's strict mode makes every field of the partial update required and nullable: the model sends
-    null for each field it keeps. Tool call, observe and update() alike keep those fields, nested ones too."""
-    from memorykit.llm.schema import strict_schema
+def test_a_partial_update_is_never_sent_strict_and_a_null_clears_a_field(r, ns):
+    """OpenAI's strict mode would make every field of the partial update required (the model then sends null
+    for each one it keeps): the schema tool says strict false and is sent so. A null clears a field, on the
+    tool, observe and update() alike; an update that changes nothing adds no version to undo."""
+    from memorykit.llm.openai_chat import OpenAIChat
+    from contract.cases import ANSWERS, prompts
+    from contract.fake_server import PROFILES, FakeServer
 
     wm = mk.WorkingMemory(r, ns, schema=Traveller, scope="user")
     stored = {"name": "Lena", "timezone": "Europe/Berlin", "goals": ["learn German"], "preferences": [],
               "home": {"city": "Berlin", "country": "Germany"}}
     update_tool = wm.tools("u1")[0]
-    sent = strict_schema(update_tool.schema["function"]["parameters"], nullable_optional=True)
-    assert sorted(sent["properties"]["content"]["required"]) == sorted(stored)   # every key sent, maybe null
-
-    def kept_apart_from(**changed):
-        return {k: None for k in stored} | {"home": {"city": None, "country": None}} | changed
-
+    assert update_tool.schema["function"]["strict"] is False
+    for profile, sent in (("openai-chat", {"strict": False}), ("vllm", {})):
+        fake = FakeServer(PROFILES[profile], ANSWERS, prompts())
+        try:
+            llm = OpenAIChat(fake.profile.model, api_key="sk-x", base_url=fake.url, family=fake.profile.family)
+            llm.chat([{"role": "user", "content": "Call me Sam (update_working_memory)"}], tools=[update_tool.schema])
+            function = fake.log[-1].body["tools"][0]["function"]
+            assert {k: v for k, v in function.items() if k == "strict"} == sent, profile
+            assert "required" not in function["parameters"]["properties"]["content"]  # every field optional
+        finally:
+            fake.close()
     for user, write in [("u1", lambda c: json.loads(update_tool.run({"content": c}))),
-                        ("a|b", lambda c: wm.observe("Call me Sam", ScriptedModel(update(c)), user_id="a|b")),
+                        ("a|b", lambda c: wm.observe("Forget my timezone", ScriptedModel(update(c)), user_id="a|b")),
                         ("system", lambda c: wm.update(c, "system"))]:
         wm.update(stored, user)
-        write(kept_apart_from(name="Sam", home={"city": "Munich", "country": None}))
-        assert wm.get(user) == {**stored, "name": "Sam", "home": {"city": "Munich", "country": "Germany"}}, user
-    wm.update({"goals": [], "timezone": ""}, "u1")                       # an empty value empties a field
-    assert wm.get("u1")["goals"] == [] and wm.get("u1")["timezone"] == ""
-    wm.update({"name": "Sam"}, "u1", replace=True)                       # the whole object: the rest reset
+        write({"timezone": None, "home": {"city": "Munich"}})
+        assert wm.get(user) == {**stored, "timezone": None, "home": {"city": "Munich", "country": "Germany"}}, user
+    versions = len(wm.history("u1"))
+    wm.update({"name": "Lena"}, "u1")  # the same content again
+    assert len(wm.history("u1")) == versions
+    wm.update({"name": "Sam"}, "u1", replace=True)  # the whole object: the rest reset
     assert wm.get("u1") == {"name": "Sam", "timezone": None, "goals": [], "preferences": [],
                             "home": {"city": None, "country": None}}
 

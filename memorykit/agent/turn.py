@@ -84,21 +84,25 @@ def said(exc: Exception) -> str:
     keeps the text for the log)."""
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         return f"Redis is unavailable ({type(exc).__name__})"
+    import httpx
+    import openai
+
     chain = [exc]
     while chain[-1].__cause__ is not None:
         chain.append(chain[-1].__cause__)
     model = next((e for e in chain if isinstance(e, LLMError) and not isinstance(e, ConfigurationError)), None)
-    if model is None:
+    transport = next((e for e in chain if isinstance(e, (openai.APIError, httpx.HTTPError))), None)
+    if model is None and transport is None:
         return reason(exc)
-    kind, code = model.kind, model.status
-    if kind == "unusable":  # an LLMError raised by another client around the openai SDK's own error
-        import openai
-
-        cause = next((e for e in chain if isinstance(e, openai.APIError)), None)
-        kind = ("timeout" if isinstance(cause, openai.APITimeoutError) else "unreachable"
-                if isinstance(cause, openai.APIConnectionError) else kind)
-        if isinstance(cause, openai.APIStatusError):
-            kind, code = ("server" if cause.status_code >= 500 else "refused"), cause.status_code
+    kind, code = (model.kind, model.status) if model is not None else ("unusable", None)
+    if kind == "unusable" and transport is not None:  # another client's error around the SDK's or httpx's own
+        kind = ("timeout" if isinstance(transport, (openai.APITimeoutError, httpx.TimeoutException)) else
+                "unreachable" if isinstance(transport, (openai.APIConnectionError, httpx.TransportError)) else kind)
+        response = getattr(transport, "response", None) if isinstance(
+            transport, (openai.APIStatusError, httpx.HTTPStatusError)) else None
+        if response is not None:
+            code = response.status_code
+            kind = "server" if code >= 500 else "refused"
     status = f" (HTTP {code})" if code else ""
     return {"timeout": "the model did not answer in time", "unreachable": "the model server could not be reached",
             "refusal": "the model refused to answer", "filtered": "the model server's content filter withheld "

@@ -57,7 +57,7 @@ class Refusal(LLMError):
     """The model declined to answer (``message.refusal``); ``text`` is what it said."""
 
     def __init__(self, text: str):
-        super().__init__(f"the model refused: {text}", kind="refusal")
+        super().__init__(f"the model refused ({len(text)} characters, in .text)", kind="refusal")  # not logged
         self.text = text
 
 
@@ -127,7 +127,7 @@ class OpenAIChat:
         self.max_retries = max_retries
         # The SDK's own retries would repeat a timed-out generation: we retry ourselves.
         self.client = openai.OpenAI(api_key=api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0)
-        self.label = label or (f"{self.model} @ {self.base_url}" if self.base_url else self.model)
+        self.label = redact(label or (f"{self.model} @ {self.base_url}" if self.base_url else self.model))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.label})"
@@ -176,7 +176,7 @@ class OpenAIChat:
         if shape.reasoning_effort:
             body["reasoning_effort"] = shape.reasoning_effort
         if call.tools:
-            body["tools"] = [_strict_tool(t) if shape.strict and _key(t) not in self._loose else t
+            body["tools"] = [_strict_tool(t) if shape.strict and _key(t) not in self._loose else _plain_tool(t)
                              for t in call.tools]
             body["tool_choice"] = call.tool_choice or "auto"  # llama.cpp drops tools without it
         if call.response_format:
@@ -330,9 +330,18 @@ def _strict(schema: dict, nullable_optional: bool = False) -> dict | None:
     return json.loads(_strict_cached(json.dumps(schema), nullable_optional))  # key order is meaning: kept
 
 
-def _strict_tool(tool: dict) -> dict:
-    """A tool entry with ``strict: true`` when its parameters can be strict (optional ones nullable)."""
+def _plain_tool(tool: dict) -> dict:
+    """A tool entry without ``strict`` (a key servers other than OpenAI's may refuse)."""
     fn = tool.get("function", {})
+    return {**tool, "function": {k: v for k, v in fn.items() if k != "strict"}} if "strict" in fn else tool
+
+
+def _strict_tool(tool: dict) -> dict:
+    """A tool entry with ``strict: true`` when its parameters can be strict (optional ones nullable), and its
+    author did not say ``strict: false``."""
+    fn = tool.get("function", {})
+    if fn.get("strict") is False:
+        return tool
     params = _strict(fn.get("parameters") or {"type": "object", "properties": {}}, nullable_optional=True)
     return tool if params is None else {**tool, "function": {**fn, "parameters": params, "strict": True}}
 

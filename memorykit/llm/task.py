@@ -358,9 +358,12 @@ def _chat(llm: ChatModel, task: Task, messages: list[Message], **kwargs: Any) ->
     if (getattr(reply, "usage", None) or {}).get("truncated"):
         budget = min(2 * kwargs["max_tokens"], settings().llm_max_tokens_cap)
         log.info("task %s: answer cut off at %d tokens; once more with %d", task.name, kwargs["max_tokens"], budget)
-        token = _task_name.set(task.name)
+        token, first = _task_name.set(task.name), reply.usage
         try:
-            first, reply = reply.usage, llm.chat(messages, **{**kwargs, "max_tokens": budget})
+            reply = llm.chat(messages, **{**kwargs, "max_tokens": budget})
+        except LLMError as exc:  # the first request is billed all the same
+            exc.usage = add_usage(first, getattr(exc, "usage", None))
+            raise
         finally:
             _task_name.reset(token)
         reply.usage = add_usage(first, reply.usage)

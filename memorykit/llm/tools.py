@@ -24,20 +24,22 @@ class ToolError(Exception):
 @dataclass
 class Tool:
     """``read_only``: the tool only reads, so an agent may run it again without asking the model
-    (replaying a stored workflow); a tool that writes or sends is never replayed."""
+    (replaying a stored workflow); a tool that writes or sends is never replayed. ``strict=False``: never sent
+    in OpenAI's strict mode, which makes every parameter required (a partial update's fields among them)."""
 
     name: str
     description: str
     parameters: dict[str, Any]
     fn: Callable[..., Any] = field(repr=False)
     read_only: bool = False
+    strict: bool = True
 
     @property
     def schema(self) -> dict[str, Any]:
         """The OpenAI ``tools=[...]`` entry (nested ``$defs`` moved to the root, where refs resolve)."""
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description,
-                             "parameters": hoist_defs(self.parameters)}}
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": hoist_defs(self.parameters),
+                                                 **({} if self.strict else {"strict": False})}}
 
     @cached_property
     def arguments(self) -> type[BaseModel]:

@@ -53,11 +53,9 @@ class Version:
 
 
 def _merge(current: Any, update: Any) -> Any:
-    """Deep-merge dicts (lists and scalars are replaced): partial updates keep what they don't mention, and a
-    null leaves a field as it is (a strict-mode model sends every field, null for those it does not change)."""
-    if isinstance(update, dict):
-        base = current if isinstance(current, dict) else {}
-        return {**base, **{k: _merge(base.get(k), v) for k, v in update.items() if v is not None}}
+    """Deep-merge dicts (lists, scalars and nulls are replaced): partial updates keep what they don't mention."""
+    if isinstance(current, dict) and isinstance(update, dict):
+        return {**current, **{k: _merge(current.get(k), v) for k, v in update.items()}}
     return update
 
 
@@ -199,6 +197,8 @@ class WorkingMemory:
             if new is not None:
                 new = self.validate(new)
             pipe.multi()
+            if new is not None and old_raw is not None and self._encode(new) == old_raw:
+                return new  # nothing changes: no write, and no history entry to crowd out real versions
             register(pipe, self.namespace, user_id, k, hk)  # forget_user finds them without a SCAN
             if old_raw is not None and self.history_size:
                 pipe.lpush(hk, json.dumps({"content": old_raw, "saved_at": time.time(), "replaced_by": source}))
@@ -215,10 +215,10 @@ class WorkingMemory:
 
     def update(self, content: Any, user_id: str, thread_id: str | None = None, *, source: str = "update",
                expected: Any = ANY, replace: bool = False) -> Any:
-        """Write new content (schema mode: merged into the current value, a null field left unchanged; an empty
-        value such as ``[]`` empties a field, ``replace=True`` writes the whole object, nulls and defaults
-        included); ValidationError writes nothing. ``expected``: the version (from :meth:`read`) the content
-        was made from; if it changed, nothing is written and WorkingMemoryConflict is raised."""
+        """Write new content (schema mode: merged into the current value, a null clearing a field; with
+        ``replace=True`` the whole object, defaults for what it leaves out); ValidationError writes nothing, and
+        content equal to what is stored writes nothing either. ``expected``: the version (from :meth:`read`) the
+        content was made from; if it changed, nothing is written and WorkingMemoryConflict is raised."""
         content = self._coerce(content)
         if self.format == "schema" and not replace:
             return self._commit(user_id, thread_id, lambda old: _merge(old or {}, content), source, expected)
@@ -260,7 +260,7 @@ class WorkingMemory:
             return f"Keep this Markdown template (fill it in, keep every section):\n{self.template.strip()}"
         if self.format == "schema":
             return ("It is a JSON object that must match this JSON schema (send only the fields that change; null "
-                    "leaves a field unchanged, an empty value such as [] empties it):\n"
+                    "clears one):\n"
                     + json.dumps(self.partial_schema(), ensure_ascii=False))
         return "It is free-form text: short notes, one per line."
 
@@ -294,8 +294,7 @@ class WorkingMemory:
         seen = {"version": expected}
         if self.format == "schema":
             content = {**self.partial_schema(),
-                       "description": "only the fields to change, merged into the current value; "
-                                      "null leaves a field unchanged, an empty value such as [] empties it"}
+                       "description": "only the fields to change, merged into the current value; null clears one"}
             how = " fields given (partial update, validated against the schema)."
         else:
             keep = " (keep every template section)" if self.format == "template" else ""
@@ -320,7 +319,8 @@ class WorkingMemory:
         update_args = {"type": "object", "properties": {"content": content}, "required": ["content"]}
         return [
             Tool("update_working_memory", f"Replace the working memory{how} Limit: {self.limit_text()}; "
-                 "condense when over it.", update_args, update_working_memory),
+                 "condense when over it.", update_args, update_working_memory,
+                 strict=self.format != "schema"),  # strict mode would require every field of a partial update
             Tool("clear_working_memory", "Empty the working memory (it can be restored by undo).",
                  {"type": "object", "properties": {}}, clear_working_memory),
         ]

@@ -298,3 +298,17 @@ def test_a_strict_schema_keeps_the_order_its_author_gave_the_fields():
             assert sent["strict"] and list(sent["schema"]["properties"]) == list(task.output.model_fields), name
     finally:
         fake.close()
+
+
+def test_a_cut_off_answer_then_a_filtered_one_counts_both_requests():
+    fake, llm = served()
+    try:
+        fake.inject = ["length", "content_filter"]
+        task = all_tasks()["extract_memories"]
+        with track_usage() as calls, pytest.raises(TaskFailed, match="content filter"):
+            run_task(llm, task, sample_input(task))
+        assert len(fake.log) == 2 and [c.requests for c in calls] == [2]
+        assert calls[0].prompt_tokens == sum(e.usage["prompt_tokens"] for e in fake.log)
+        assert calls[0].completion_tokens == sum(e.usage["completion_tokens"] for e in fake.log)
+    finally:
+        fake.close()
