@@ -250,10 +250,9 @@ class SplitModel(fm.FeedbackModel):
 
     grids: tuple = ()       # --rules: every grid calibrated on the same dev readings (the first one used)
 
-    def _calibrate(self, windows, name=None):
+    def _pick(self, read, name=None):
         if not self.grids:
-            return super()._calibrate(windows, name)
-        read = [(self.readings(w.pairs, True), w.items) for w in windows]
+            return super()._pick(read, name)
         self.calibrated = {g: fm.pick(fm.grid(g, self.stage_blends), read, self.choose) for g in self.grids}
         return self.calibrated[self.grids[0]]
 
@@ -287,6 +286,8 @@ class SharedEmbeddings(fm.Embeddings):
 OWN_VOCAB_W3 = {"own_vocab": True, "sentence_weight": fm.SENTENCE_WEIGHT}
 SHIPPED = {**OWN_VOCAB_W3, "split": True}
 FIVE = ALL_FILES[:5]
+SEVEN = FIVE + ("feedback_7.jsonl",)
+STAGE2X3Q = {**SHIPPED, "stage": "cross", "stage_blend": (0.75,)}
 VARIANTS = {     # name: files positive-or-negative / the attachment model train on (None: as turns), other options,
     # and the files feedback-or-none trains on (None: --turn-files, else feedback.jsonl)
     "before": (None, None, {}, None),                       # shipped until 2026-11-26: everything on feedback.jsonl
@@ -323,6 +324,11 @@ VARIANTS = {     # name: files positive-or-negative / the attachment model train
         0.0, 0.25, 0.5, 0.75, 1.0)}, FIVE + ("feedback_7.jsonl",)),
     "stage2x-c.25": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_c": 0.25},
                      FIVE + ("feedback_7.jsonl",)),
+    "oof3": (SEVEN, None, {**STAGE2X3Q, "calib_parts": 3}, SEVEN),     # the rule chosen on every training window
+    "oof5": (SEVEN, None, {**STAGE2X3Q, "calib_parts": 5}, SEVEN),     # read out of fold (2026-11-27)
+    "oof3-stage": (SEVEN, None, {**STAGE2X3Q, "stage": "oof", "calib_parts": 3}, SEVEN),   # the stage from them too
+    "oof5-stage": (SEVEN, None, {**STAGE2X3Q, "stage": "oof", "calib_parts": 5}, SEVEN),
+    "contrast": (SEVEN, None, {**STAGE2X3Q, "pieces": "contrast"}, SEVEN),   # parts cut at "but", "though" too
 }
 
 
