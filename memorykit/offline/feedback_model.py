@@ -24,6 +24,9 @@ sentence by sentence too: when its feedback sentences attach to different exchan
 ``benchmarks/feedback_dev.py``). Abstaining on an unsure polarity or attachment lowered dev F1 there.
 A second stage decides feedback-or-none again (:mod:`.feedback_stage`, ``STAGE``, on since 2026-11-26): P(feedback)
 is read as 0.75 of its P and 0.25 of the first stage's (``STAGE_BLENDS``; the stage alone lost an old-split item).
+Options measured and left off (2026-11-27): the rule chosen on every training window read out of fold
+(``calib_parts``, with the second stage from the same readings: ``stage`` "oof") and parts cut at contrasting
+conjunctions (``pieces`` "contrast"); no dev gain.
 The fit is cached on disk like the other offline models (``fit_cache``; training texts embedded in
 batches), so a process loads it instead of refitting on 1,166 windows; run-time turns get vectors of
 their own, one at a time. The evaluation sets are never read here.
