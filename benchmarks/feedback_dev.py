@@ -226,16 +226,16 @@ turns), 0.35 or 0.5 alike, i.e. the test F1 is flat over the thresholds the fold
 is in the windows, not the rule. Fold fits with K = 5: 92 .. 184 s against 31 .. 80 s for oof3-stage, which costs
 about what the shipped dev split plus cross-fitted stage costs (it replaces both). The second stage's share chosen
 with the threshold on those readings (``oof3-stage-b3``: 0.5, 0.75, 1): 0.656 0.700 0.641 0.699 0.722 / 0.684, pooled
-tp 769 fp 378 fn 332 (four folds chose 0.75, fold 3 chose 1.0 with threshold 0.25 and 51 invented turns). None shipped (``CALIB_PARTS`` stays
-0), no independent look.
+tp 769 fp 378 fn 332 (four folds chose 0.75, fold 3 chose 1.0 with threshold 0.25 and 51 invented turns). None
+shipped (options since removed; the code and variants are in commit 97da602), no independent look.
 A turn's parts also cut before a contrasting conjunction ("but", "though", "tho", "however", "although", "whereas",
 "yet"; both sides at least two words; ``pieces`` "contrast", ``feedback_model.pieces``), for the parts rule and the
 second stage alike, so "plan way too easy but the pace math was right tho" can give one item per answer
 (``contrast``): 0.667 0.702 0.648 0.682 0.713 / 0.682, pooled tp 748 fp 341 fn 353, polarity wrong 34 29 38 27 24 =
 152 of 932 found turns (16.3% against 16.6%); fold 3 chose threshold 0.6 (25 feedback turns missed). With the rule
 from the out-of-fold readings (``contrast-oof3``, stage "oof", K = 3): 0.653 0.701 0.656 0.696 0.721 / 0.685, pooled
-tp 766 fp 367 fn 335, polarity wrong 32 28 42 27 26 = 155 of 950. Not shipped (``PIECES`` stays "sentences"), no
-independent look.
+tp 766 fp 367 fn 335, polarity wrong 32 28 42 27 26 = 155 of 950. Not shipped (option since removed, commit
+97da602), no independent look.
 
 With ``--encoder`` each fold also trains a cross-encoder's LoRA adapters (``benchmarks/feedback_encoder.py``,
 an experiment that is not shipped) on its training windows minus the threshold-choosing dev windows, and
@@ -278,9 +278,10 @@ class SplitModel(fm.FeedbackModel):
 
     grids: tuple = ()       # --rules: every grid calibrated on the same dev readings (the first one used)
 
-    def _pick(self, read, name=None):
+    def _calibrate(self, windows, name=None):
         if not self.grids:
-            return super()._pick(read, name)
+            return super()._calibrate(windows, name)
+        read = [(self.readings(w.pairs, True), w.items) for w in windows]
         self.calibrated = {g: fm.pick(fm.grid(g, self.stage_blends), read, self.choose) for g in self.grids}
         return self.calibrated[self.grids[0]]
 
@@ -314,8 +315,6 @@ class SharedEmbeddings(fm.Embeddings):
 OWN_VOCAB_W3 = {"own_vocab": True, "sentence_weight": fm.SENTENCE_WEIGHT}
 SHIPPED = {**OWN_VOCAB_W3, "split": True}
 FIVE = ALL_FILES[:5]
-SEVEN = FIVE + ("feedback_7.jsonl",)
-STAGE2X3Q = {**SHIPPED, "stage": "cross", "stage_blend": (0.75,)}
 VARIANTS = {     # name: files positive-or-negative / the attachment model train on (None: as turns), other options,
     # and the files feedback-or-none trains on (None: --turn-files, else feedback.jsonl)
     "before": (None, None, {}, None),                       # shipped until 2026-11-26: everything on feedback.jsonl
@@ -352,14 +351,6 @@ VARIANTS = {     # name: files positive-or-negative / the attachment model train
         0.0, 0.25, 0.5, 0.75, 1.0)}, FIVE + ("feedback_7.jsonl",)),
     "stage2x-c.25": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_c": 0.25},
                      FIVE + ("feedback_7.jsonl",)),
-    "oof3": (SEVEN, None, {**STAGE2X3Q, "calib_parts": 3}, SEVEN),     # the rule chosen on every training window
-    "oof5": (SEVEN, None, {**STAGE2X3Q, "calib_parts": 5}, SEVEN),     # read out of fold (2026-11-27)
-    "oof3-stage": (SEVEN, None, {**STAGE2X3Q, "stage": "oof", "calib_parts": 3}, SEVEN),   # the stage from them too
-    "oof5-stage": (SEVEN, None, {**STAGE2X3Q, "stage": "oof", "calib_parts": 5}, SEVEN),
-    "contrast": (SEVEN, None, {**STAGE2X3Q, "pieces": "contrast"}, SEVEN),   # parts cut at "but", "though" too
-    "contrast-oof3": (SEVEN, None, {**STAGE2X3Q, "pieces": "contrast", "stage": "oof", "calib_parts": 3}, SEVEN),
-    "oof3-stage-b3": (SEVEN, None, {**STAGE2X3Q, "stage": "oof", "calib_parts": 3, "stage_blend": (0.5, 0.75, 1.0)},
-                      SEVEN),
 }
 
 

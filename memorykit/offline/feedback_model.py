@@ -24,9 +24,6 @@ sentence by sentence too: when its feedback sentences attach to different exchan
 ``benchmarks/feedback_dev.py``). Abstaining on an unsure polarity or attachment lowered dev F1 there.
 A second stage decides feedback-or-none again (:mod:`.feedback_stage`, ``STAGE``, on since 2026-11-26): P(feedback)
 is read as 0.75 of its P and 0.25 of the first stage's (``STAGE_BLENDS``; the stage alone lost an old-split item).
-Options measured and left off (2026-11-27): the rule chosen on every training window read out of fold
-(``calib_parts``, with the second stage from the same readings: ``stage`` "oof") and parts cut at contrasting
-conjunctions (``pieces`` "contrast"); no dev gain.
 The fit is cached on disk like the other offline models (``fit_cache``; training texts embedded in
 batches), so a process loads it instead of refitting on 1,166 windows; run-time turns get vectors of
 their own, one at a time. The evaluation sets are never read here.
@@ -133,8 +130,6 @@ STAGE = "cross"              # the second stage (feedback_stage), shipped 2026-1
 STAGE_PARTS, STAGE_C = 3, 1.0     # windows) or "cross" (and cross-fitted on thirds of the training windows); its C
 STAGE_DROP: tuple[str, ...] = ()  # second-stage features left out (feedback_stage.NAMES)
 STAGE_BLENDS = (0.75,)       # shares of the second stage's P(feedback) in the one read (the rest: the first's)
-PIECES = "sentences"         # how the parts rule and the second stage cut a turn (pieces)
-CALIB_PARTS = 0              # 0: the rule chosen on the dev windows; K: on every training window read out of fold (K groups)
 
 
 def window_of(row: dict) -> Window:
@@ -176,28 +171,6 @@ def head_and_tail(text: str) -> tuple[str, str]:
     """A turn of two or more sentences as (all but its last sentence, its last); one sentence: (text, "")."""
     parts = sentences(text)
     return (" ".join(parts[:-1]), parts[-1]) if len(parts) > 1 else (text, "")
-
-
-_CONTRAST = re.compile(r"[,;:]?\s+(?=(?:but|though|tho|however|although|whereas|yet)\b)", re.IGNORECASE)
-
-
-def pieces(text: str, how: str = "sentences") -> list[str]:
-    """The parts a turn is read in: its sentences, or (``contrast``) its sentences cut again before a contrasting
-    conjunction, when both sides keep two words or more ("plan way too easy but the pace math was right")."""
-    out = sentences(text)
-    if how != "contrast":
-        return out
-    cut = []
-    for s in out:
-        bits = [b.strip() for b in _CONTRAST.split(s) if b.strip()]
-        merged: list[str] = []
-        for b in bits:
-            if merged and (len(b.split()) < 3 or len(merged[-1].split()) < 2):   # the conjunction and 1 word: keep
-                merged[-1] = f"{merged[-1]} {b}"
-            else:
-                merged.append(b)
-        cut += merged if len(merged) > 1 else [s]
-    return cut
 
 
 def numbers(text: str) -> set[str]:
@@ -250,19 +223,14 @@ class FeedbackModel:
     """The turn model and the attachment model, trained on first use.
 
     ``polarity`` (default: ``windows``) are the windows positive-or-negative learns from, with the course's
-    sentences weighted ``sentence_weight``; ``own_vocab`` gives it n-grams fitted on its own texts; ``pieces``: how
-    a turn is cut into the parts the second stage and the parts rule read (:func:`pieces`)."""
-
-    pieces = "sentences"
+    sentences weighted ``sentence_weight``; ``own_vocab`` gives it n-grams fitted on its own texts."""
 
     def __init__(self, embedder, windows: Sequence[Window], sentences: Sequence[tuple[str, str]],
                  polarity: Sequence[Window] | None = None, sentence_weight: float = 1.0, own_vocab: bool = False,
                  split: bool = False, grid: str = "threshold", stage: str = "", stage_c: float = STAGE_C,
                  stage_parts: int = STAGE_PARTS, stage_drop: tuple[str, ...] = STAGE_DROP,
-                 stage_blend: tuple[float, ...] = STAGE_BLENDS, calib_parts: int = CALIB_PARTS,
-                 pieces: str = PIECES):
+                 stage_blend: tuple[float, ...] = STAGE_BLENDS):
         self.vectors, self.split, self.grid, self.stage = Embeddings(embedder), split, grid, None
-        self.pieces = pieces
         self.stage_blends = tuple(stage_blend) if stage else (1.0,)
         rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
         rows += [(text, "", label, False) for text, label in sentences]
@@ -270,33 +238,15 @@ class FeedbackModel:
         x = self.turn_features([r[0] for r in rows], [r[1] for r in rows])
         given = np.asarray([r[2] != "none" for r in rows])
         dev = np.asarray([r[3] for r in rows])
-        polarity = windows if polarity is None else polarity
-        signs = polarity_rows(polarity, sentences, sentence_weight)
-        if calib_parts and stage == "oof":      # no dev split: everything from out-of-fold readings
-            from .feedback_stage import stage_of
+        signs = polarity_rows(windows if polarity is None else polarity, sentences, sentence_weight)
+        self.turns = self._fit_turns(x[~dev], given[~dev], [r for r in signs if not r[4]])
+        self.attach = self._fit_attach([w for w in windows if not w.dev])
+        if stage:
+            from .feedback_stage import fit_stage
 
-            oof = self._out_of_fold(x, given, windows, polarity, sentences, sentence_weight, calib_parts)
-            self.stage = stage_of([f for _, _, fs, _ in oof for f in fs], [y for *_, ys in oof for y in ys],
-                                  stage_c, stage_drop)
-            cross = {k: stage_of([f for g, _, fs, _ in oof if g != k for f in fs],    # a second stage per group,
-                                 [y for g, *_, ys in oof if g != k for y in ys], stage_c, stage_drop)   # not seeing it
-                     for k in range(calib_parts)}
-            self.rule, self.dev_f1 = self._pick([(self._second(rs, fs, cross[g]), want(w))
-                                                 for w, (g, rs, fs, _) in zip(windows, oof)])
-        else:
-            self.turns = self._fit_turns(x[~dev], given[~dev], [r for r in signs if not r[4]])
-            self.attach = self._fit_attach([w for w in windows if not w.dev])
-            if stage:
-                from .feedback_stage import fit_stage
-
-                self.stage = fit_stage(self, [w for w in windows if w.dev], stage_c,
-                                       (x, given, dev, windows, stage_parts) if stage == "cross" else None, stage_drop)
-            if calib_parts:     # the rule chosen on every training window, each read by models that did not see it
-                oof = self._out_of_fold(x, given, windows, polarity, sentences, sentence_weight, calib_parts)
-                self.rule, self.dev_f1 = self._pick([(self._second(rs, fs, self.stage), want(w))
-                                                     for w, (_, rs, fs, _) in zip(windows, oof)])
-            else:
-                self.rule, self.dev_f1 = self._calibrate([w for w in windows if w.dev])
+            self.stage = fit_stage(self, [w for w in windows if w.dev], stage_c,
+                                   (x, given, dev, windows, stage_parts) if stage == "cross" else None, stage_drop)
+        self.rule, self.dev_f1 = self._calibrate([w for w in windows if w.dev])
         self.threshold = self.rule.threshold
         self.turns, self.attach = self._fit_turns(x, given, signs), self._fit_attach(windows)
 
@@ -392,7 +342,7 @@ class FeedbackModel:
         stage = getattr(self, "stage", None)
         for j, p in enumerate(self.turn_probabilities(pairs), start=1):
             given = float(1.0 - p[0])
-            bits = pieces(pairs[j][0], self.pieces) if parts or stage is not None else []
+            bits = sentences(pairs[j][0]) if parts or stage is not None else []
             split = ()
             if len(bits) > 1:
                 q = self.probabilities(bits, [pairs[j - 1][0]] * len(bits))    # each sentence after the question
@@ -432,56 +382,11 @@ class FeedbackModel:
     def _calibrate(self, windows: Sequence[Window], name: str | None = None) -> tuple[Rule, float]:
         """The rule of the grid with the best F1 of (target, label) pairs on the dev windows; among equals the
         plainest, then the middle threshold."""
-        return self._pick([(self.readings(w.pairs, True), want(w)) for w in windows], name)
-
-    def _pick(self, read: Sequence[tuple], name: str | None = None) -> tuple[Rule, float]:
-        """The rule of the grid (``name``, default the model's) :func:`pick` chooses on ``read``."""
-        return pick(grid(name or self.grid, getattr(self, "stage_blends", (1.0,))), read, self.choose)
-
-    def _out_of_fold(self, x, given, windows: Sequence[Window], polarity: Sequence[Window],
-                     sentences: Sequence[tuple[str, str]], weight: float, parts: int) -> list[tuple]:
-        """Every training window read by the turn and attachment models fitted without its group (windows with
-        the same first turn together, ``parts`` groups; the course's sentences always in): per window (group,
-        first-stage readings with their sentences, second-stage features, feedback? per reading)."""
-        from .feedback_stage import stage_features
-
-        group = [group_of(w, parts) for w in windows]
-        turn_group = [g for w, g in zip(windows, group) for _ in range(1, len(w.pairs))]
-        row_group = np.asarray(turn_group + [-1] * (x.shape[0] - len(turn_group)))
-        out: list = [None] * len(windows)
-        kept = getattr(self, "turns", None), getattr(self, "attach", None), self.stage
-        try:
-            self.stage = None
-            for k in range(parts):
-                train = row_group != k
-                self.turns = self._fit_turns(x[train], given[train], polarity_rows(
-                    [w for w in polarity if group_of(w, parts) != k], sentences, weight))
-                self.attach = self._fit_attach([w for w, g in zip(windows, group) if g != k])
-                for i in (i for i, g in enumerate(group) if g == k):
-                    rs = self.readings(windows[i].pairs, True)
-                    out[i] = (k, rs, [stage_features(windows[i].pairs, r, self.vectors) for r in rs],
-                              [windows[i].labels[r.j] != "none" for r in rs])
-        finally:
-            self.turns, self.attach, self.stage = kept
-        return out
-
-    @staticmethod
-    def _second(readings: Sequence[Reading], features: Sequence[list], stage) -> list[Reading]:
-        """``readings`` with the second stage's P(feedback) from ``features`` (unchanged without a stage)."""
-        if stage is None:
-            return list(readings)
-        ps = stage.predict_proba(np.asarray(features))[:, 1]
-        return [Reading(r.j, r.given, r.negative, r.attach, r.parts, float(p)) for r, p in zip(readings, ps)]
-
-
-def want(w: Window) -> set:
-    """The (exchange, label) items window ``w`` expects."""
-    return set(w.items) or {(k, label) for k, label in zip(w.targets, w.labels) if k >= 0}
-
-
-def group_of(w: Window, parts: int) -> int:
-    """The cross-fitting group of window ``w``: by its first turn, so windows that open alike stay together."""
-    return zlib.crc32(w.pairs[0][0].encode()) % parts
+        rules = grid(name or self.grid, getattr(self, "stage_blends", (1.0,)))
+        parts = any(r.parts < NEVER for r in rules)
+        read = [(self.readings(w.pairs, parts), w.items or {(k, label) for k, label in zip(w.targets, w.labels)
+                                                            if k >= 0}) for w in windows]
+        return pick(rules, read, self.choose)
 
 
 def pick(rules: Sequence[Rule], read: Sequence[tuple], choose) -> tuple[Rule, float]:

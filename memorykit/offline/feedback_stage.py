@@ -90,13 +90,6 @@ def fit_stage(model, windows, c: float, cross: tuple | None = None, drop: tuple[
                 read([w for i, w in enumerate(every) if not w.dev and part_of[i] == k])
         finally:
             model.turns = kept
-    return stage_of(xs, ys, c, drop)
-
-
-def stage_of(xs: Sequence[list], ys: Sequence[bool], c: float, drop: tuple[str, ...] = ()) -> Stage:
-    """A second stage fitted on readings' features ``xs`` (:func:`stage_features`) and whether each turn is feedback."""
-    from sklearn.linear_model import LogisticRegression
-
     keep = tuple(i for i, n in enumerate(NAMES) if n not in drop)
     return Stage(LogisticRegression(C=c, max_iter=5000, class_weight="balanced").fit(np.asarray(xs)[:, list(keep)], ys),
                  keep)
