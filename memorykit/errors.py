@@ -1,9 +1,12 @@
 """Errors that say what went wrong and what to do next."""
 import re
 
-_SECRETS = [(re.compile(r"(?<=://)[^/\s]*@"), "***@"),                     # user:pass@ (to the last @)
-            (re.compile(r"(?i)([?&;]key=|\b(?:api[_-]?key|access_token|token|password|secret)=)[^&\s]+"), r"\1***"),
-            (re.compile(r"(?i)\bBearer\s+\S+"), "Bearer ***"), (re.compile(r"\bsk-[\w*-]{12,}"), "sk-***")]
+_SECRETS = [(re.compile(r"(?<=://)[^/\s?#\"',]*@"), "***@"),             # user:pass@, to the host's last @
+            (re.compile(r"(?i)([?&;]key=|(?<![a-z0-9])(?:\w*[_-])?(?:api[_-]?key|token|secret|password)=)[^&\s]+"),
+             r"\1***"),
+            (re.compile(r"(?i)(\b(?:x-)?api-key:\s*)\S+"), r"\1***"),
+            (re.compile(r'(?i)("(?:\w*[_-])?(?:api[_-]?key|token|secret|password)"\s*:\s*")[^"]*'), r"\1***"),
+            (re.compile(r"\b(Bearer|Basic) +\S+"), r"\1 ***"), (re.compile(r"\bsk-[\w*-]{12,}"), "sk-***")]
 
 
 def redact(text: str) -> str:

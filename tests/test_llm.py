@@ -630,5 +630,10 @@ def test_secrets_are_masked_in_what_is_logged():
         assert secret not in masked, secret
     assert "gw.example.com/v1" in masked and "x=1" in masked and "sk-learn-0.24.2" in masked
     assert redact("api_key=SECRET123 rejected") == "api_key=*** rejected"
+    assert redact('?refresh_token=R1&client_secret=C2 x-api-key: K3 Authorization: Basic dXNl {"api_key": "J4"}') == (
+        '?refresh_token=***&client_secret=*** x-api-key: *** Authorization: Basic *** {"api_key": "***"}')
+    for kept in ("https://api.example.com?user=ann@corp.com", '{"url":"http://localhost:8080","to":"ops@corp.com"}',
+                 "a basic idea", "redis://localhost:6379/0"):
+        assert redact(kept) == kept
     llm = OpenAIChat("m", api_key="k", base_url="https://svc:Pa55word@gw.example.com/v1", family="compatible")
     assert "Pa55word" not in llm.label and "gw.example.com" in llm.label

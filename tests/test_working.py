@@ -207,7 +207,7 @@ class Traveller(Profile):
     home: Place = Field(default_factory=Place)
 
 
-def test_a_partial_update_is_never_sent_strict_and_a_null_clears_a_field(r, ns):
+def test_a_partial_update_is_never_sent_strict_and_a_null_resets_a_field(r, ns):
     """OpenAI's strict mode would make every field of the partial update required (the model then sends null
     for each one it keeps): the schema tool says strict false and is sent so. A null clears a field, on the
     tool, observe and update() alike; an update that changes nothing adds no version to undo."""
@@ -236,6 +236,8 @@ def test_a_partial_update_is_never_sent_strict_and_a_null_clears_a_field(r, ns):
         wm.update(stored, user)
         write({"timezone": None, "home": {"city": "Munich"}})
         assert wm.get(user) == {**stored, "timezone": None, "home": {"city": "Munich", "country": "Germany"}}, user
+    wm.update({"goals": None, "home": None}, "u1")  # a null resets a field to its default, lists and objects too
+    assert wm.get("u1")["goals"] == [] and wm.get("u1")["home"] == {"city": None, "country": None}
     versions = len(wm.history("u1"))
     wm.update({"name": "Lena"}, "u1")  # the same content again
     assert len(wm.history("u1")) == versions

@@ -78,28 +78,36 @@ def reason(exc: Exception) -> str:
     return redact(str(exc) if isinstance(exc, TaskFailed) else f"{type(exc).__name__}: {exc}")
 
 
+def _http_libraries() -> list:
+    """httpx and httpx2 (the openai SDK's transport in newer releases), whichever are installed."""
+    import importlib.util
+
+    return [importlib.import_module(m) for m in ("httpx", "httpx2") if importlib.util.find_spec(m)]
+
+
 def said(exc: Exception) -> str:
     """``turn.error``, which an app may show its user: Redis's connection errors name the server and a model
     server's error its address, our key or the user's words, so both say only their kind (:func:`reason`
     keeps the text for the log)."""
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         return f"Redis is unavailable ({type(exc).__name__})"
-    import httpx
     import openai
 
     chain = [exc]
     while chain[-1].__cause__ is not None:
         chain.append(chain[-1].__cause__)
     model = next((e for e in chain if isinstance(e, LLMError) and not isinstance(e, ConfigurationError)), None)
-    transport = next((e for e in chain if isinstance(e, (openai.APIError, httpx.HTTPError))), None)
+    http = _http_libraries()
+    transport = next((e for e in chain if isinstance(e, (openai.APIError, *(h.HTTPError for h in http)))), None)
     if model is None and transport is None:
         return reason(exc)
     kind, code = (model.kind, model.status) if model is not None else ("unusable", None)
     if kind == "unusable" and transport is not None:  # another client's error around the SDK's or httpx's own
-        kind = ("timeout" if isinstance(transport, (openai.APITimeoutError, httpx.TimeoutException)) else
-                "unreachable" if isinstance(transport, (openai.APIConnectionError, httpx.TransportError)) else kind)
+        kind = ("timeout" if isinstance(transport, (openai.APITimeoutError, *(h.TimeoutException for h in http)))
+                else "unreachable" if isinstance(transport, (openai.APIConnectionError,
+                                                             *(h.TransportError for h in http))) else kind)
         response = getattr(transport, "response", None) if isinstance(
-            transport, (openai.APIStatusError, httpx.HTTPStatusError)) else None
+            transport, (openai.APIStatusError, *(h.HTTPStatusError for h in http))) else None
         if response is not None:
             code = response.status_code
             kind = "server" if code >= 500 else "refused"

@@ -53,9 +53,11 @@ class Version:
 
 
 def _merge(current: Any, update: Any) -> Any:
-    """Deep-merge dicts (lists, scalars and nulls are replaced): partial updates keep what they don't mention."""
+    """Deep-merge dicts (lists and scalars are replaced): partial updates keep what they don't mention, and a
+    null resets a field (validation gives it its default: none, an empty list, an empty object)."""
     if isinstance(current, dict) and isinstance(update, dict):
-        return {**current, **{k: _merge(current.get(k), v) for k, v in update.items()}}
+        merged = {**current, **{k: _merge(current.get(k), v) for k, v in update.items()}}
+        return {k: v for k, v in merged.items() if not (k in update and update[k] is None)}
     return update
 
 
@@ -215,7 +217,7 @@ class WorkingMemory:
 
     def update(self, content: Any, user_id: str, thread_id: str | None = None, *, source: str = "update",
                expected: Any = ANY, replace: bool = False) -> Any:
-        """Write new content (schema mode: merged into the current value, a null clearing a field; with
+        """Write new content (schema mode: merged into the current value, a null resetting a field; with
         ``replace=True`` the whole object, defaults for what it leaves out); ValidationError writes nothing, and
         content equal to what is stored writes nothing either. ``expected``: the version (from :meth:`read`) the
         content was made from; if it changed, nothing is written and WorkingMemoryConflict is raised."""
@@ -260,7 +262,7 @@ class WorkingMemory:
             return f"Keep this Markdown template (fill it in, keep every section):\n{self.template.strip()}"
         if self.format == "schema":
             return ("It is a JSON object that must match this JSON schema (send only the fields that change; null "
-                    "clears one):\n"
+                    "resets one):\n"
                     + json.dumps(self.partial_schema(), ensure_ascii=False))
         return "It is free-form text: short notes, one per line."
 
@@ -294,7 +296,7 @@ class WorkingMemory:
         seen = {"version": expected}
         if self.format == "schema":
             content = {**self.partial_schema(),
-                       "description": "only the fields to change, merged into the current value; null clears one"}
+                       "description": "only the fields to change, merged into the current value; null resets one"}
             how = " fields given (partial update, validated against the schema)."
         else:
             keep = " (keep every template section)" if self.format == "template" else ""
