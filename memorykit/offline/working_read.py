@@ -13,7 +13,8 @@ import numpy as np
 
 from .text import STOPWORDS, normalize
 from .working_change import change_model
-from .working_geo import ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup, now_place
+from .working_geo import (ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup, now_place,
+                          their_places)
 from .working_models import (
     Token, _is_word, _lexicon, casual, clauses, coarse, content, context_candidate, context_similarity, cosine, clause_matrix,
     embed_many, end_features, masked, mention_context, models, name_features,
@@ -76,8 +77,6 @@ THEIR_PLACE = 1           # a place after someone else as a subject - "he" / "sh
                           # places only mentioned (most say "my brother Karim he lives in ...": ``POSSESSED``)
 HYPHENATED = 1            # a hyphenated word names something by its parts ("Nut-free." alone was no fact: not
                           # ``isalpha``; 2026-11-27)
-SUBJECTS = {"he", "she", "they", "he's", "she's", "they're", "hes", "shes", "he'll", "she'll", "he'd", "she'd",
-            "they'll", "they've", "they'd"}
 
 
 @dataclass
@@ -381,7 +380,7 @@ def read(text: str) -> Reading:
                  or any(a <= t.start < b for a, b in spans)}
         name, confidence = read_name_scored(text, toks, lower, taken)
         more = _name_place(text, name, spans) if NAME_PLACE and not lower else frozenset()
-        more |= _their_places(text, name, spans) if THEIR_PLACE else frozenset()
+        more |= their_places(text, name, spans, FIRST_PERSON) if THEIR_PLACE else frozenset()
         if more <= skip:
             break
         skip |= more
@@ -402,28 +401,6 @@ def _name_place(text: str, name: str | None, spans: set[tuple[int, int]]) -> fro
         return frozenset()
     end = at + len(name)
     return frozenset(a for a, _ in spans if a > end and text[end:a].isspace() and len(text[end:a]) <= 2)
-
-
-def _their_places(text: str, name: str | None, spans: set[tuple[int, int]]) -> frozenset[int]:
-    """``THEIR_PLACE``: offsets of residence mentions with someone else as the subject before them, after the last
-    first-person word before them: "he" / "she" / "they", or a capitalized first name (Faker's lists) that is not a
-    word of the user's ``name``, a sentence's first word, a surname (after another capitalized word) or a place. With
-    no first-person word before the place ("holaa soy Diego, livin in buenos aires", no name read) nothing is
-    blocked: whose place it is is unclear."""
-    first, own = _lexicon()["first_name"], set((name or "").lower().split())
-    out = set()
-    for a, _ in spans:
-        before = tokens(text[:a])
-        last = max([k for k, t in enumerate(before) if t.low in FIRST_PERSON] or [-1])
-        for k in range(last + 1, len(before)) if last >= 0 else ():   # no "I" before: whose is unclear
-            t, prev = before[k], before[k - 1] if k else None
-            low = re.sub(r"['’]s$", "", t.low)   # "Fiona's moved"
-            if t.low in SUBJECTS or (t.text[:1].isupper() and low in first and low not in STOPWORDS | own
-                                     and prev is not None and prev.text not in ".!?" and not prev.text[:1].isupper()
-                                     and not gazetteer().get(fold(t.text))):
-                out.add(a)
-                break
-    return frozenset(out)
 
 
 def pair_rows(kind: str, span: str, clause: str, items: list[str], section: str) -> list[dict]:
