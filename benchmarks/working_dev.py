@@ -151,6 +151,15 @@ be strict?") read as no fact; "better we use English" no fact; a question turn (
 before a swim? I tend to get hungry ...") read as a goal that replaced the swimming goal; "scrap dairy-free" (the
 clause classifier reads "scrap" alone as no fact 0.83, drop 0.07; the change model 0.22): no word of the turn says
 "remove" to the fitted models, so matching it against the stored items has nothing to start from.
+Independent look (THEIR_PLACE + HYPHENATED): 0.798 (202/253), superseded 10/94, absent 10/98 - unchanged; course
+splits (Redis, every format) unchanged: dialogs 44/45 0/8, dialogs_dev 36/38 0/6, held-out 0.914 (74/81) 0/9.
+2026-11-27, on fresh 407/491 11/156 (same process, fast): working_contrast CROSS_OLD (a contrast's old side names the
+one stored item of ANY list with its words when none of the fact's own group has them: "so pescatarian now rather
+than vegan", read as a goal, gave "vegan" up from the preferences) 11 -> 10, recall 407, old dev 406/460 4/252;
+working REPLACE_CHANGE (the revision model replaces an item on its own only in a turn the change model gives >= 0.05:
+"What sort of things should I eat before a swim? I tend to get hungry ..." at 0.02 had replaced the swimming goal):
+with CROSS_OLD 409/491 10/156, old dev 406/460 4/252, course splits unchanged (fast, shipped models). 0.1: old dev
+409/460 4/252, fresh 409/491 10/156, but held-out left a value (1/9, "concise"): not kept. No look spent on these.
 """
 from __future__ import annotations
 
