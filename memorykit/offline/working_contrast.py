@@ -17,6 +17,9 @@ CONTRAST = 1              # a span stating a contrast in a changing turn keeps o
                           # "..., not organic chemistry"); cutting in every turn lost "miles not km" (393, 17)
 CONTRAST_OLD = 1          # ... and its old side names the stored item it replaces (``named_old``): 394, 16 ...
 OLD_SHARED = 1            # ... 15 when that item may share words with the new side too ("write a memoir")
+CROSS_OLD = 1             # ... and when no item of the fact's own group has the old side's words, the one item of any
+                          # list that has them ("so pescatarian now rather than vegan", read as a goal, with "keep
+                          # recipes vegan" stored as a preference; 2026-11-27): ``named_anywhere``
 NUMBERS_NEW = 1           # a number is a value of its own: "IELTS 7.5" after "IELTS 7.0" keeps its 7.5 (2026-11-26)
 NUMBER_WORDS = frozenset("""one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
     sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred""".split())
@@ -88,6 +91,22 @@ def named_old(fact: Fact, items: list[str], section: str) -> str | None:
     hits = [item for item in items if coarse(parse_item(item, section)[0]) == coarse(fact.kind)
             and content(parse_item(item, section)[1]) & old and (OLD_SHARED or not content(parse_item(item, section)[1]) & new)]
     return hits[0] if len(hits) == 1 else None
+
+
+def named_anywhere(fact: Fact, lists: dict[str, list[str]]) -> tuple[str, str] | None:
+    """``CROSS_OLD``: (list, item) a contrast's old side names when it is the one stored item of any list sharing
+    content words with the old side and not with the new, and it is not of the fact's own group (that is
+    ``named_old``); else None."""
+    at = fact.clause.lower().find(fact.span.lower())
+    found = contrast(fact.clause[at:] if at >= 0 else fact.span) if CROSS_OLD and CONTRAST_OLD else None
+    if not found:
+        return None
+    new, old = content(found[0]), content(found[1]) - content(found[0])
+    hits = [(section, item) for section, items in lists.items() for item in items
+            if content(parse_item(item, section)[1]) & old and not content(parse_item(item, section)[1]) & new]
+    if len(hits) != 1 or coarse(parse_item(hits[0][1], hits[0][0])[0]) == coarse(fact.kind):
+        return None
+    return hits[0]
 
 
 def without_old(fact: Fact, removed: list[tuple[str, str]]) -> Fact:

@@ -249,3 +249,31 @@ def now_place(toks: list, found: list, probs, best: int, floor: float) -> int:
         return best
     now = [k for k in range(len(found)) if not left_place(toks, found[k][0]) and found[k][2] != found[best][2]]
     return now[0] if len(now) == 1 and probs[now[0]] > floor else best
+
+
+SUBJECTS = {"he", "she", "they", "he's", "she's", "they're", "hes", "shes", "he'll", "she'll", "he'd", "she'd",
+            "they'll", "they've", "they'd"}
+
+
+def their_places(text: str, name: str | None, spans: set[tuple[int, int]], first_person: set[str]) -> frozenset[int]:
+    """``working_read.THEIR_PLACE``: offsets of residence mentions (``spans``) with someone else as the subject
+    before them, after the last first-person word before them: "he" / "she" / "they", or a capitalized first name
+    (Faker's lists) that is not a word of the user's ``name``, a sentence's first word, a surname (after another
+    capitalized word) or a place. With no first-person word before the place ("holaa soy Diego, livin in buenos
+    aires", no name read) nothing is blocked: whose place it is is unclear."""
+    from .text import STOPWORDS
+    from .working_models import _lexicon, tokens
+    first, own = _lexicon()["first_name"], set((name or "").lower().split())
+    out = set()
+    for a, _ in spans:
+        before = tokens(text[:a])
+        last = max([k for k, t in enumerate(before) if t.low in first_person] or [-1])
+        for k in range(last + 1, len(before)) if last >= 0 else ():   # no "I" before: whose is unclear
+            t, prev = before[k], before[k - 1] if k else None
+            low = re.sub(r"['’]s$", "", t.low)   # "Fiona's moved"
+            if t.low in SUBJECTS or (t.text[:1].isupper() and low in first and low not in STOPWORDS | own
+                                     and prev is not None and prev.text not in ".!?" and not prev.text[:1].isupper()
+                                     and not gazetteer().get(fold(t.text))):
+                out.add(a)
+                break
+    return frozenset(out)
