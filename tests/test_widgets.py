@@ -107,7 +107,7 @@ def test_errors_are_shown_in_the_widget_not_raised(r, ns):
         label = "down"
 
         def chat(self, messages, tools=None, **kwargs):
-            raise LLMError("the model server answered HTTP 503: overloaded")
+            raise LLMError("the model server answered HTTP 503: overloaded", kind="server", status=503)
 
     a = mk.MemoryAgent(r, llm=Down(), namespace=ns, memory="short_term")
     w = mk.ChatWidget(a, user_id="u1", thread_id="t1")
