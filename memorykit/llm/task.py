@@ -225,16 +225,16 @@ def parse_json(text: str) -> Any:
     raise ValueError(problem)
 
 
-def error_kinds(exc: ValidationError) -> str:
-    """A validation error by field and error type, never the value (a model's output may restate the user)."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['type']}" for e in exc.errors()[:3])
+def error_kinds(exc: ValidationError, part: str = "type") -> str:
+    """A validation error by field and error type, never the value (a model's output may restate the user);
+    ``part="msg"``: with pydantic's messages, for the model's repair prompt."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e[part]}" for e in exc.errors()[:3])
 
 
 def _problem(exc: Exception) -> tuple[str, str]:
     """What was wrong with an answer: in full for the model's repair prompt, and by kind for reasons and logs."""
     if isinstance(exc, ValidationError):
-        full = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors()[:3])
-        return full, error_kinds(exc)
+        return error_kinds(exc, "msg"), error_kinds(exc)
     text = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
     return text, redact(text)  # positions, counts, the prompt's words or a server's error: never the answer
 
