@@ -171,6 +171,16 @@ def test_ttl_applies_to_content_and_history(r, ns):
     assert 0 < r.ttl(wm.history_key("u1", "t1")) <= 100
 
 
+def test_an_update_that_changes_nothing_still_refreshes_the_ttl(r, ns):
+    wm = mk.WorkingMemory(r, ns, ttl=100)
+    wm.update("a", "u1", "t1")
+    wm.update("b", "u1", "t1")
+    r.expire(wm.key("u1", "t1"), 5), r.expire(wm.history_key("u1", "t1"), 5)
+    wm.update("b", "u1", "t1")  # same content: no new version, but the user is still active
+    assert len(wm.history("u1", "t1")) == 1
+    assert r.ttl(wm.key("u1", "t1")) > 5 and r.ttl(wm.history_key("u1", "t1")) > 5
+
+
 def test_concurrent_partial_updates_are_not_lost(r, ns):
     counts = create_model("Counts", **{f"k{i}": (int | None, None) for i in range(16)})
     wm = mk.WorkingMemory(r, ns, schema=counts, history=0)

@@ -200,6 +200,10 @@ class WorkingMemory:
                 new = self.validate(new)
             pipe.multi()
             if new is not None and old_raw is not None and self._encode(new) == old_raw:
+                if self.ttl:  # still activity: the TTL runs from the last update, as for a real write
+                    pipe.expire(k, self.ttl)
+                    if self.history_size:
+                        pipe.expire(hk, self.ttl)
                 return new  # nothing changes: no write, and no history entry to crowd out real versions
             register(pipe, self.namespace, user_id, k, hk)  # forget_user finds them without a SCAN
             if old_raw is not None and self.history_size:
