@@ -349,6 +349,8 @@ VARIANTS = {     # name: files positive-or-negative / the attachment model train
                    FIVE + ("feedback_7.jsonl",)),
     "stage2x-b5": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_blend": (
         0.0, 0.25, 0.5, 0.75, 1.0)}, FIVE + ("feedback_7.jsonl",)),
+    "attach-more": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_blend": (0.75,),
+                    "attach_more": True}, FIVE + ("feedback_7.jsonl",)),
     "stage2x-c.25": (FIVE + ("feedback_7.jsonl",), None, {**SHIPPED, "stage": "cross", "stage_c": 0.25},
                      FIVE + ("feedback_7.jsonl",)),
 }
