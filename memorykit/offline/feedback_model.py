@@ -6,9 +6,9 @@ Two small learned models over sentence embeddings (all-MiniLM-L6-v2):
   n-grams and how closely it repeats the previous question: feedback or none, then positive or
   negative (the second with its own n-gram vocabulary, trained on more data, see below);
 - the attachment model, a logistic regression that scores each earlier exchange of the window
-  for a feedback turn: similarity to its question and to its answer (absolute and against the
-  best in the window), numbers the turn quotes from the answer, shared topic words, and how far
-  back it is. The best-scoring exchange is the one the feedback is about.
+  for a feedback turn: similarity to its question, its answer and the answer's closest sentence (absolute
+  and against the best in the window), numbers quoted from the answer, topic words shared (with that exchange
+  alone, with its question) and how far back it is; the best-scoring exchange is the one the turn is about.
 
 Trained on windows written apart from the method (``TRAINING_FILES``: six files of
 ``data/independent_train/``; ``feedback_6.jsonl`` lowered dev CV) and on the course's labelled
