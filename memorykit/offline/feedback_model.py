@@ -6,9 +6,9 @@ Two small learned models over sentence embeddings (all-MiniLM-L6-v2):
   n-grams and how closely it repeats the previous question: feedback or none, then positive or
   negative (the second with its own n-gram vocabulary, trained on more data, see below);
 - the attachment model, a logistic regression that scores each earlier exchange of the window
-  for a feedback turn: similarity to its question and to its answer (absolute and against the
-  best in the window), numbers the turn quotes from the answer, shared topic words, and how far
-  back it is. The best-scoring exchange is the one the feedback is about.
+  for a feedback turn: similarity to its question, its answer and the answer's closest sentence (absolute
+  and against the best in the window), numbers quoted from the answer, topic words shared (with that exchange
+  alone, with its question) and how far back it is; the best-scoring exchange is the one the turn is about.
 
 Trained on windows written apart from the method (``TRAINING_FILES``: six files of
 ``data/independent_train/``; ``feedback_6.jsonl`` lowered dev CV) and on the course's labelled
@@ -35,6 +35,7 @@ import json
 import re
 import threading
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -130,6 +131,7 @@ STAGE = "cross"              # the second stage (feedback_stage), shipped 2026-1
 STAGE_PARTS, STAGE_C = 3, 1.0     # windows) or "cross" (and cross-fitted on thirds of the training windows); its C
 STAGE_DROP: tuple[str, ...] = ()  # second-stage features left out (feedback_stage.NAMES)
 STAGE_BLENDS = (0.75,)       # shares of the second stage's P(feedback) in the one read (the rest: the first's)
+ATTACH_MORE = True           # the attachment model also reads each answer's closest sentence and topic words
 
 
 def window_of(row: dict) -> Window:
@@ -205,18 +207,29 @@ def repeat_features(text: str, previous: str, vectors: Embeddings) -> list[float
     return [float(a @ b), float(bool(numbers(text)) and numbers(text) == numbers(previous))]
 
 
-def attach_features(pairs: Sequence[tuple[str, str]], j: int, vectors: Embeddings) -> np.ndarray:
-    """One row per earlier exchange k < j, describing how well turn j fits it."""
+def attach_features(pairs: Sequence[tuple[str, str]], j: int, vectors: Embeddings, more: bool = False) -> np.ndarray:
+    """One row per earlier exchange k < j, describing how well turn j fits it; ``more``: also its closest sentence
+    of each answer and the topic words it shares with that exchange alone (of the window) or with its question."""
     turn = pairs[j][0]
     t = vectors([turn])[0]
     q, a = vectors([p[0] for p in pairs[:j]]), vectors([p[1] for p in pairs[:j]])
     sq, sa = q @ t, a @ t
     nums, words = numbers(turn), content_words(turn)
     quoted = np.asarray([len(nums & numbers(p[1])) for p in pairs[:j]], dtype=np.float32)
-    shared = np.asarray([len(words & content_words(p[0] + " " + p[1])) for p in pairs[:j]], dtype=np.float32)
+    topics = [content_words(p[0] + " " + p[1]) for p in pairs[:j]]
+    shared = np.asarray([len(words & w) for w in topics], dtype=np.float32)
     back = np.asarray([j - 1 - k for k in range(j)], dtype=np.float32)
-    return np.stack([sq, sa, sq - sq.max(), sa - sa.max(), quoted, quoted - quoted.max(), shared,
-                     shared - shared.max(), back == 0, back == 1, back], axis=1).astype(np.float32)
+    cols = [sq, sa, sq - sq.max(), sa - sa.max(), quoted, quoted - quoted.max(), shared, shared - shared.max(),
+            back == 0, back == 1, back]
+    if more:
+        close = np.asarray([float((vectors(s) @ t).max()) if s else 0.0 for s in (sentences(p[1])[:12] for p in
+                                                                                 pairs[:j])], dtype=np.float32)
+        seen = Counter(w for ws in topics for w in ws)
+        alone = np.asarray([len({w for w in words & ws if seen[w] == 1}) for ws in topics], dtype=np.float32)
+        asked = np.asarray([len(words & content_words(p[0])) for p in pairs[:j]], dtype=np.float32)
+        cols += [close, close - close.max(), alone, alone - alone.max(), asked / max(len(words), 1),
+                 asked - asked.max()]
+    return np.stack(cols, axis=1).astype(np.float32)
 
 
 class FeedbackModel:
@@ -229,8 +242,9 @@ class FeedbackModel:
                  polarity: Sequence[Window] | None = None, sentence_weight: float = 1.0, own_vocab: bool = False,
                  split: bool = False, grid: str = "threshold", stage: str = "", stage_c: float = STAGE_C,
                  stage_parts: int = STAGE_PARTS, stage_drop: tuple[str, ...] = STAGE_DROP,
-                 stage_blend: tuple[float, ...] = STAGE_BLENDS):
+                 stage_blend: tuple[float, ...] = STAGE_BLENDS, attach_more: bool = ATTACH_MORE):
         self.vectors, self.split, self.grid, self.stage = Embeddings(embedder), split, grid, None
+        self.attach_more = attach_more
         self.stage_blends = tuple(stage_blend) if stage else (1.0,)
         rows = [(w.pairs[j][0], w.pairs[j - 1][0], w.labels[j], w.dev) for w in windows for j in range(1, len(w.pairs))]
         rows += [(text, "", label, False) for text, label in sentences]
@@ -304,7 +318,7 @@ class FeedbackModel:
         for w in windows:
             for j, k in enumerate(w.targets):
                 if k >= 0:
-                    xs.append(attach_features(w.pairs, j, self.vectors))
+                    xs.append(attach_features(w.pairs, j, self.vectors, self.attach_more))
                     ys += [int(i == k) for i in range(j)]
         return LogisticRegression(C=1.0, max_iter=5000).fit(np.concatenate(xs), ys)
 
@@ -328,7 +342,7 @@ class FeedbackModel:
             return np.ones(1)
         if turn is not None:
             pairs = [*pairs[:j], (turn, "")]
-        d = self.attach.decision_function(attach_features(pairs, j, self.vectors))
+        d = self.attach.decision_function(attach_features(pairs, j, self.vectors, self.attach_more))
         e = np.exp(d - d.max())
         return e / e.sum()
 
