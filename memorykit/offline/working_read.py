@@ -75,6 +75,8 @@ THEIR_PLACE = 1           # a place after someone else as a subject - "he" / "sh
                           # ("I cook for one now that Fiona's moved out to Perth"). In the labelled training messages
                           # (working.jsonl, dialog sets 1-4; 2026-11-27) it blocks 0 of 610 homes named, 1 of 446
                           # places only mentioned (most say "my brother Karim he lives in ...": ``POSSESSED``)
+NAME_SPAN = 1             # a preference naming the name the same message gives ("please refer to me as Captain Bakare")
+                          # is how to address the user: the name field holds it, no preference item (2026-11-27)
 HYPHENATED = 1            # a hyphenated word names something by its parts ("Nut-free." alone was no fact: not
                           # ``isalpha``; 2026-11-27)
 
@@ -90,6 +92,7 @@ class Fact:
     change: float = 0.0   # the turn-level probability that the message changes a stored goal or preference
     message: str = ""     # the whole message (a turn replaces at most one item on the change model's word)
     swap: bool = False    # ``working_phrase.INSTEAD``: a value set in place of an item the turn does not name ("X instead")
+    keep: bool = False    # ... stored as an ordinary fact when the turn gives nothing up (``working_phrase.INSTEAD_ANY``)
 
     @property
     def item(self) -> str:
@@ -360,6 +363,10 @@ def read_facts(text: str, second: bool = True, own: frozenset[str] = frozenset()
         if span and OTHERS and someone_elses(piece, span, own, message or text):
             continue
         if span and span.strip(" .,!?").lower() not in PRONOUNS | STOPWORDS and names_something(span):
+            value = working_phrase.instead_span(piece, span)
+            if value:
+                facts.append(Fact(kind, value, piece, float(row.max()), swap=True, keep=True))
+                continue
             facts.append(Fact(kind, span, piece, float(row.max())))
             rest = rest_after(piece, span) if second and SECOND_SPAN else None
             facts += read_facts(rest, second=False, own=own, message=message or text) if rest else []
@@ -385,6 +392,9 @@ def read(text: str) -> Reading:
             break
         skip |= more
     facts = read_facts(text, own=frozenset(name.lower().split()) if name else frozenset())
+    if NAME_SPAN and name:   # "please refer to me as Captain Bakare": the name, kept in its field, not as a preference
+        own = {w for w in fold(name).split() if w not in STOPWORDS and len(w) > 1}
+        facts = [f for f in facts if f.kind not in ("style", "like") or not own & {fold(t.text) for t in tokens(f.span)}]
     change = change_model().prob(text)
     for fact in facts:
         fact.change, fact.message = change, text
