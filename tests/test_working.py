@@ -763,3 +763,15 @@ def test_a_way_to_address_the_user_is_the_name_not_a_preference():
     got = read("Good morning. I am Captain Olusegun Bakare, a commercial pilot; please refer to me as Captain Bakare.")
     assert got.name and "Bakare" in got.name
     assert not any("Bakare" in f.span for f in got.facts)
+
+
+@pytest.mark.parametrize("text, name, want", [
+    ("heyyy im zara but my gamer tag is zz so call me zz", "Zara", "Zz"),
+    # a negated "call me", a title (the tagger keeps it with the name) or the name itself is no other name
+    ("Please don't call me Liz, Elizabeth is fine.", "Elizabeth", None),
+    ("I am Chen Wei, call me Mr. Chen", "Chen Wei", None), ("I'm Samuel, call me Samuel", "Samuel", None),
+])
+def test_the_name_asked_for_wins_over_the_one_introduced(text, name, want):
+    from memorykit.offline.working_intro import asked_name
+
+    assert asked_name(text, name) == want
