@@ -13,7 +13,7 @@ import numpy as np
 
 from .text import STOPWORDS, normalize
 from .working_change import change_model
-from .working_geo import (ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup, now_place,
+from .working_geo import (ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup, name_place, now_place,
                           their_places)
 from .working_models import (
     Token, _is_word, _lexicon, casual, clauses, coarse, content, context_candidate, context_similarity, cosine, clause_matrix,
@@ -68,7 +68,7 @@ MIN_LOWERCASE_POPULATION = 100_000
 PAST_PLACE = 1            # a place the user left (``now_place``) gives way to the one other place named ...
 PAST_FLOOR = 0.1          # ... if the place model gives that one more than this (2026-11-27)
 # 2026-11-26, same dev dialogs (main 394/460, 18/252 left; course splits unchanged by each):
-NAME_PLACE = 1            # a place right after the name just given is part of the name (``_name_place``;
+NAME_PLACE = 1            # a place right after the name just given is part of the name (``name_place``;
                           # "Hi, I'm Priya Raman."): no dev dialog changed
 THEIR_PLACE = 1           # a place after someone else as a subject - "he" / "she" / "they", or a first name that is not
                           # the user's - and no first-person word between them is that person's, not the user's home
@@ -386,7 +386,7 @@ def read(text: str) -> Reading:
         taken = {k for k, t in enumerate(toks) if t.text in abbreviations() or t.text.upper() in ("UTC", "GMT")
                  or any(a <= t.start < b for a, b in spans)}
         name, confidence = read_name_scored(text, toks, lower, taken)
-        more = _name_place(text, name, spans) if NAME_PLACE and not lower else frozenset()
+        more = name_place(text, name, spans) if NAME_PLACE and not lower else frozenset()
         more |= their_places(text, name, spans, FIRST_PERSON) if THEIR_PLACE else frozenset()
         if more <= skip:
             break
@@ -402,15 +402,6 @@ def read(text: str) -> Reading:
         # gives something up and names nothing new
         facts = [Fact("release", text, text, 1.0, change, text)]
     return Reading(name, zone, facts, confidence)
-
-
-def _name_place(text: str, name: str | None, spans: set[tuple[int, int]]) -> frozenset[int]:
-    """Offsets of residence mentions right after the name just read ("Priya Raman"): part of the name."""
-    at = text.find(name) if name else -1
-    if at < 0:
-        return frozenset()
-    end = at + len(name)
-    return frozenset(a for a, _ in spans if a > end and text[end:a].isspace() and len(text[end:a]) <= 2)
 
 
 def pair_rows(kind: str, span: str, clause: str, items: list[str], section: str) -> list[dict]:
