@@ -180,6 +180,13 @@ Liz, Elizabeth is fine" (dialogs.jsonl 44 -> 43) and "call me Mr. Chen" / "Mr. P
 alone): a negated "call me" and a title are not such a name. Left (fresh): "back to Pilates then" (a return to an
 earlier value), "scrap dairy-free" after "Add dairy-free" read as a dislike, "better we use English" (no fact), "my whole
 lab is moving to zurich", "Peggy" for Margaret, "now I eat also chicken" read as a goal.
+Independent look (all of the above): 0.798 (202/253), superseded 10/94, absent 10/98 - unchanged; course splits (Redis,
+every format) unchanged: dialogs 44/45 0/8, dialogs_dev 36/38 0/6, held-out 0.914 (74/81) 0/9. The dev gains (fresh 10
+-> 8, old dev 4 -> 3 superseded) did not move the set written apart. Measured, not kept: working_contrast
+NEW_SIDE_ALWAYS 1 (a contrast keeps only its new side in every turn, a first statement too, so no stored text ever
+holds a contrast's old side): old dev 407 -> 406/460 ("miles not km"), fresh 410 -> 409/491 ("lbs not kg"), superseded
+unchanged (3/252, 8/156; "Talk to me like a friend rather than a textbook" lost its old side but the item stays): a
+first statement's contrast is the preference itself.
 """
 from __future__ import annotations
 

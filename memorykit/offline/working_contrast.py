@@ -22,6 +22,7 @@ CROSS_OLD = 1             # ... and when no item of the fact's own group has the
                           # recipes vegan" stored as a preference; 2026-11-27): ``named_anywhere``
 STORED_OLD = 1            # a contrast whose old side names a stored item (any list) keeps only its new side in any turn:
                           # the profile never records the change ("English, not Spanish" with Spanish stored; 2026-11-27)
+NEW_SIDE_ALWAYS = 0       # 1: a contrast keeps only its new side in every turn, a first statement too (2026-11-27 variant)
 SWAP_VERBS = 1            # "swap / replace / trade X for|with Y" and "switch / change / move / go from X to Y" set Y
                           # against X as "Y instead of X" does (the verb's own grammar, 2026-11-27)
 _SWAP = {"swap", "swapped", "swapping", "swaps", "replace", "replaced", "replacing", "replaces", "trade", "traded",
@@ -91,7 +92,7 @@ def new_side(fact: Fact, change: float = 1.0) -> Fact:
     """The fact with only the new side of a contrast it states ("B1 instead of B2" -> "B1") in a turn that
     changes something (``change``: the turn's change probability; 1.0 when it replaced an item): the old value
     is not stored again next to the new one. A first statement keeps its contrast ("miles not km")."""
-    if not CONTRAST or change <= working_read.CHANGE_THRESHOLD:
+    if not CONTRAST or change <= working_read.CHANGE_THRESHOLD and not NEW_SIDE_ALWAYS:
         return fact
     found = contrast(fact.span)
     return _cut(fact, found[0]) if found else fact
