@@ -462,6 +462,9 @@ def test_someone_elses_plan_is_not_the_users_goal(r, ns, llm):
     # a verb's own negation, or nothing named on one side, is no contrast
     ("I do not drink coffee", None), ("I am not a morning person", None), ("not doing it", None),
     ("work from Monday to Friday", None),
+    # a verb of swapping sets its objects against each other (SWAP_VERBS)
+    ("swapped rice for quinoa", ("quinoa", "rice")), ("switch from Spanish to English", ("English", "Spanish")),
+    ("replace the gym with home workouts", ("home workouts", "the gym")), ("cycle from London to Paris", None),
 ])
 def test_a_contrast_splits_into_its_new_and_old_side(span, sides):
     from memorykit.offline.working_contrast import contrast
@@ -668,8 +671,10 @@ def test_a_statement_that_something_holds_no_longer_gives_something_up():
 
 @pytest.mark.parametrize("piece, value", [
     ("Cold showers instead", "Cold showers"), ("ok, tea in the mornings instead", "ok, tea in the mornings"),
-    # a question, a first-person statement (read as a fact of its own) or "instead of" is not this reading
-    ("can i run at night instead", None), ("What can I drink instead?", None), ("I'll cook at home instead", None),
+    # a request asked as a question (INSTEAD_ASK) names its value after the subject
+    ("can i run at night instead", "run at night"), ("so, could we do breathing exercises instead?", "do breathing exercises"),
+    # a wh-question, a first-person statement (read as a fact of its own) or "instead of" is not this reading
+    ("What can I drink instead?", None), ("I'll cook at home instead", None),
     ("tea instead of coffee", None), ("instead", None),
 ])
 def test_a_value_set_instead_of_something(piece, value):
@@ -746,3 +751,37 @@ def test_that_as_a_conjunction_points_back_to_nothing():
     from memorykit.offline.working_phrase import refers_back
 
     assert refers_back("I am pleased to report that I passed the examination", "the examination", "I study") is None
+
+
+def test_an_x_instead_fact_is_kept_as_an_ordinary_fact_when_the_turn_gives_nothing_up():
+    """INSTEAD_ANY: "... walking along the river instead" read as a goal replaces the item the turn surely gives up;
+    with nothing stored to give up it is still stored (without "instead")."""
+    from memorykit.offline.working_read import Fact
+    from memorykit.offline.working_turn import given_up
+
+    said = "The studio is too dear. Maybe I'll just do walking along the river in the evenings instead."
+    walk = Fact("goal", "just do walking along the river", said, 0.6, 0.4, said, swap=True, keep=True)
+    left, gone = given_up([walk], {"goal": ["Do Pilates twice a week"], "style": ["Short answers"]})
+    assert gone == ("goal", "Do Pilates twice a week") and [f.span for f in left] == ["just do walking along the river"]
+    left, gone = given_up([walk], {"goal": [], "style": []})
+    assert gone is None and [f.span for f in left] == ["just do walking along the river"]
+
+
+def test_a_way_to_address_the_user_is_the_name_not_a_preference():
+    from memorykit.offline.working_read import read
+
+    got = read("Good morning. I am Captain Olusegun Bakare, a commercial pilot; please refer to me as Captain Bakare.")
+    assert got.name and "Bakare" in got.name
+    assert not any("Bakare" in f.span for f in got.facts)
+
+
+@pytest.mark.parametrize("text, name, want", [
+    ("heyyy im zara but my gamer tag is zz so call me zz", "Zara", "Zz"),
+    # a negated "call me", a title (the tagger keeps it with the name) or the name itself is no other name
+    ("Please don't call me Liz, Elizabeth is fine.", "Elizabeth", None),
+    ("I am Chen Wei, call me Mr. Chen", "Chen Wei", None), ("I'm Samuel, call me Samuel", "Samuel", None),
+])
+def test_the_name_asked_for_wins_over_the_one_introduced(text, name, want):
+    from memorykit.offline.working_intro import asked_name
+
+    assert asked_name(text, name) == want

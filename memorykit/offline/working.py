@@ -15,7 +15,7 @@ from typing import Any
 from ..memory.working_tools import WorkingInput, WorkingUpdate
 from .working_models import content, cosine
 from . import working_intro, working_phrase, working_read, working_turn
-from .working_contrast import named_anywhere, named_old, new_side, without_old
+from .working_contrast import named_anywhere, named_old, new_side, old_stored, without_old
 from .working_read import Fact, Reading, replaces
 
 FIELD_KINDS = {"name": "name", "timezone": "timezone", "goal": "goals", "like": "likes",
@@ -104,8 +104,8 @@ class Lists:
         if removed:   # the new side of a contrast first ("IELTS 7.5 not 7.0"), then the replaced words cut
             fact = without_old(new_side(fact), removed) if SIDE_FIRST else new_side(without_old(fact, removed))
             fact = working_turn.lead_cut(fact, removed)
-        else:
-            fact = new_side(fact, fact.change)
+        else:   # a contrast's old side naming a stored item is not stored again in any turn
+            fact = new_side(fact, 1.0 if old_stored(fact, self.lists) else fact.change)
         item = fact.item if target in ("goal", "style") else Fact("style", fact.span, fact.clause).item
         if item.lower() not in (i.lower() for i in self.lists[target]):
             self.lists[target].append(item)

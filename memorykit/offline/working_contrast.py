@@ -20,6 +20,15 @@ OLD_SHARED = 1            # ... 15 when that item may share words with the new s
 CROSS_OLD = 1             # ... and when no item of the fact's own group has the old side's words, the one item of any
                           # list that has them ("so pescatarian now rather than vegan", read as a goal, with "keep
                           # recipes vegan" stored as a preference; 2026-11-27): ``named_anywhere``
+STORED_OLD = 1            # a contrast whose old side names a stored item (any list) keeps only its new side in any turn:
+                          # the profile never records the change ("English, not Spanish" with Spanish stored; 2026-11-27)
+NEW_SIDE_ALWAYS = 0       # 1: a contrast keeps only its new side in every turn, a first statement too (2026-11-27 variant)
+SWAP_VERBS = 1            # "swap / replace / trade X for|with Y" and "switch / change / move / go from X to Y" set Y
+                          # against X as "Y instead of X" does (the verb's own grammar, 2026-11-27)
+_SWAP = {"swap", "swapped", "swapping", "swaps", "replace", "replaced", "replacing", "replaces", "trade", "traded",
+         "trading", "exchange", "exchanged", "exchanging", "substitute", "substituted", "substituting"}
+_FROM = _SWAP | {"switch", "switched", "switching", "change", "changed", "changing", "move", "moved", "moving", "go",
+                 "going", "went", "shift", "shifted", "shifting"}
 NUMBERS_NEW = 1           # a number is a value of its own: "IELTS 7.5" after "IELTS 7.0" keeps its 7.5 (2026-11-26)
 NUMBER_WORDS = frozenset("""one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
     sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred""".split())
@@ -60,6 +69,15 @@ def contrast(span: str) -> tuple[str, str] | None:
             new, old = span[:toks[k].start], span[toks[k + 1].start:]
             if _says(new) and _says(old):
                 return new, old
+    for k in range(len(toks) - 3) if SWAP_VERBS else ():   # "swapped rice for quinoa", "switch from Spanish to English"
+        if low[k] in _SWAP:
+            m = next((m for m in range(k + 2, len(toks) - 1) if low[m] in ("for", "with")), None)
+            if m is not None and _says(span[toks[k + 1].start:toks[m - 1].end]) and _says(span[toks[m + 1].start:]):
+                return span[toks[m + 1].start:], span[toks[k + 1].start:toks[m - 1].end]
+        if low[k] in _FROM and low[k + 1] == "from":
+            m = next((m for m in range(k + 3, len(toks) - 1) if low[m] == "to"), None)
+            if m is not None and _says(span[toks[k + 2].start:toks[m - 1].end]) and _says(span[toks[m + 1].start:]):
+                return span[toks[m + 1].start:], span[toks[k + 2].start:toks[m - 1].end]
     for k in range(1, len(toks) - 3):   # "from A to B": A is one or two words, B follows "to"
         for m in (k + 2, k + 3):
             if m + 1 < len(toks) and low[k] == "from" and low[m] == "to" and all(_is_word(t) for t in toks[k + 1:m]):
@@ -74,10 +92,20 @@ def new_side(fact: Fact, change: float = 1.0) -> Fact:
     """The fact with only the new side of a contrast it states ("B1 instead of B2" -> "B1") in a turn that
     changes something (``change``: the turn's change probability; 1.0 when it replaced an item): the old value
     is not stored again next to the new one. A first statement keeps its contrast ("miles not km")."""
-    if not CONTRAST or change <= working_read.CHANGE_THRESHOLD:
+    if not CONTRAST or change <= working_read.CHANGE_THRESHOLD and not NEW_SIDE_ALWAYS:
         return fact
     found = contrast(fact.span)
     return _cut(fact, found[0]) if found else fact
+
+
+def old_stored(fact: Fact, lists: dict[str, list[str]]) -> bool:
+    """``STORED_OLD``: whether the old side of a contrast the span states names a stored item of any list (content
+    words of the old side, not of the new, in the item)."""
+    found = contrast(fact.span) if STORED_OLD and CONTRAST else None
+    if not found:
+        return False
+    old = content(found[1]) - content(found[0])
+    return any(content(parse_item(item, section)[1]) & old for section, items in lists.items() for item in items)
 
 
 def named_old(fact: Fact, items: list[str], section: str) -> str | None:

@@ -277,3 +277,12 @@ def their_places(text: str, name: str | None, spans: set[tuple[int, int]], first
                 out.add(a)
                 break
     return frozenset(out)
+
+
+def name_place(text: str, name: str | None, spans: set[tuple[int, int]]) -> frozenset[int]:
+    """Offsets of residence mentions right after the name just read ("Priya Raman"): part of the name."""
+    at = text.find(name) if name else -1
+    if at < 0:
+        return frozenset()
+    end = at + len(name)
+    return frozenset(a for a, _ in spans if a > end and text[end:a].isspace() and len(text[end:a]) <= 2)

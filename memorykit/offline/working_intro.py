@@ -32,6 +32,30 @@ LONE_PLACE = 1
 CALL_ME = 1               # a name the user asks to be called by ("call me Wang Fang") replaces a stored one whatever
                           # the tagger's probability (2026-11-27: fresh dev 396 -> 397 of 491, superseded 19 -> 18)
 
+ASKED_NAME = 1            # of two names in one message, the one the user asks to be called by ("im zara but my gamer
+                          # tag is zz so call me zz") wins over the one introduced (2026-11-27)
+
+
+def asked_name(text: str, name: str) -> str | None:
+    """``ASKED_NAME``: the word right after the message's last "call me" when the message also gives another name
+    (``name``): an alphabetic word, no stopword or time word, capitalized unless the text is written casually;
+    None when there is none or it is part of ``name``."""
+    from .text import STOPWORDS
+    from .working_read import TIME_UNITS
+    from .working_read import titles
+    found = re.findall(r"(\w+(?:'t)?\s+)?\bcall me\s+([^\W\d_]+(?:-[^\W\d_]+)?)", text, flags=re.IGNORECASE)
+    if not found:
+        return None
+    before, word = found[-1][0].strip().lower(), found[-1][1]
+    if before in ("don't", "dont", "not", "never", "t") or before.endswith("n't"):
+        return None   # "Please don't call me Liz"
+    low = word.lower()
+    if low in STOPWORDS or low in TIME_UNITS or low in titles() or low in name.lower().split():
+        return None   # "call me Mr. Chen": the tagger's reading keeps the title with the name
+    if not word[:1].isupper() and not casual(text):
+        return None
+    return word if word[:1].isupper() else word[:1].upper() + word[1:]
+
 
 def read(text: str) -> Reading:
     """:func:`.working_read.read`, with a name or a timezone an introduction gives read again when left empty."""
@@ -39,6 +63,8 @@ def read(text: str) -> Reading:
     text = normalize(text)
     if CALL_ME and reading.name and re.search(r"\bcall me\s+" + re.escape(reading.name.lower()) + r"\b", text.lower()):
         reading.name_confidence = max(reading.name_confidence, 1.0)
+    if ASKED_NAME and reading.name:
+        reading.name = asked_name(text, reading.name) or reading.name
     if NAME_OR_PLACE and reading.name is None:
         _name_not_place(text, reading)
     if INTRO_FLOOR and reading.name and reading.timezone is None:

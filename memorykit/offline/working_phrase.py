@@ -26,6 +26,13 @@ INSTEAD = 1               # a clause "X instead" (no "of"), not a question, read
                           # the turn gives up, in that item's list ("Cardiologist said no. Cold showers instead.")
 INSTEAD_FLOOR = 0.1       # ... ranked first by the revision model at least this sure (and ``RELEASE_MARGIN`` ahead):
                           # "instead" says something is replaced, the model only which (as ``CHANGE_FLOOR``)
+INSTEAD_ANY = 1           # ... and so does a span of any fact kind ending in "instead" ("Maybe I'll just do walking along
+                          # the river in the evenings instead", read as a goal): kept as an ordinary fact when the turn
+                          # gives nothing up surely (2026-11-27)
+INSTEAD_ASK = 1           # ... and a request asked as a question, "can / could we|you|i X instead?" ("can we do breathing
+                          # exercises instead?"): X is the value (2026-11-27)
+INSTEAD_CHANGE = 0.2      # with INSTEAD_ANY: a swap replaces in a turn the change model gives more than this ("instead"
+                          # says something is replaced; the revision model says which, at ``INSTEAD_FLOOR``)
 QUESTION_START = {"can", "could", "should", "would", "will", "shall", "may", "do", "does", "did", "is", "are", "am",
                   "what", "how", "why", "which", "where", "when", "who"}   # a clause asking, not stating
 NO_LONGER_CLAUSE = 1      # a message with no fact and a statement that something holds no longer ("so that goal is
@@ -115,10 +122,28 @@ def after_label(piece: str, span: str, kind: str = "goal") -> str:
 def instead_value(piece: str) -> str | None:
     """X of a clause "X instead" ("Cold showers instead"), not a question; None for any other clause."""
     toks = [t for t in tokens(piece) if _is_word(t)]
-    if len(toks) < 2 or toks[-1].low != "instead" or piece.rstrip().endswith("?") or toks[0].low in QUESTION_START:
+    if len(toks) < 2 or toks[-1].low != "instead":
         return None
+    if piece.rstrip().endswith("?") or toks[0].low in QUESTION_START:
+        wh = {"what", "how", "why", "which", "where", "when", "who"}   # "What can I drink instead?" asks, not requests
+        ask = [k for k in range(len(toks) - 3) if toks[k].low in ("can", "could") and toks[k + 1].low in
+               ("we", "you", "u", "i") and not wh & {t.low for t in toks[:k]}]
+        if not INSTEAD_ASK or not ask:
+            return None
+        value = piece[toks[ask[-1] + 2].start:toks[-2].end].strip(" ,")   # "..., can we do breathing exercises instead?"
+        return value if names_something(value) else None
     value = piece[:toks[-2].end].strip(" ,")
     return value if names_something(value) and not any(t.low in FIRST_PERSON for t in toks) else None
+
+
+def instead_span(piece: str, span: str) -> str | None:
+    """``INSTEAD_ANY``: a span read as a fact that ends in "instead", in a clause that is no question: the span without
+    it ("just do walking along the river in the evenings"); None for any other span."""
+    toks = [t for t in tokens(span) if _is_word(t)]
+    if not INSTEAD_ANY or len(toks) < 2 or toks[-1].low != "instead" or piece.rstrip().endswith("?"):
+        return None
+    value = span[:toks[-2].end].strip(" ,")
+    return value if names_something(value) else None
 
 
 def says_no_longer(text: str) -> bool:

@@ -13,7 +13,7 @@ import numpy as np
 
 from .text import STOPWORDS, normalize
 from .working_change import change_model
-from .working_geo import (ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup, now_place,
+from .working_geo import (ACRONYM, Place, abbreviations, explicit_timezones, fold, gazetteer, lookup, name_place, now_place,
                           their_places)
 from .working_models import (
     Token, _is_word, _lexicon, casual, clauses, coarse, content, context_candidate, context_similarity, cosine, clause_matrix,
@@ -68,13 +68,15 @@ MIN_LOWERCASE_POPULATION = 100_000
 PAST_PLACE = 1            # a place the user left (``now_place``) gives way to the one other place named ...
 PAST_FLOOR = 0.1          # ... if the place model gives that one more than this (2026-11-27)
 # 2026-11-26, same dev dialogs (main 394/460, 18/252 left; course splits unchanged by each):
-NAME_PLACE = 1            # a place right after the name just given is part of the name (``_name_place``;
+NAME_PLACE = 1            # a place right after the name just given is part of the name (``name_place``;
                           # "Hi, I'm Priya Raman."): no dev dialog changed
 THEIR_PLACE = 1           # a place after someone else as a subject - "he" / "she" / "they", or a first name that is not
                           # the user's - and no first-person word between them is that person's, not the user's home
                           # ("I cook for one now that Fiona's moved out to Perth"). In the labelled training messages
                           # (working.jsonl, dialog sets 1-4; 2026-11-27) it blocks 0 of 610 homes named, 1 of 446
                           # places only mentioned (most say "my brother Karim he lives in ...": ``POSSESSED``)
+NAME_SPAN = 1             # a preference naming the name the same message gives ("please refer to me as Captain Bakare")
+                          # is how to address the user: the name field holds it, no preference item (2026-11-27)
 HYPHENATED = 1            # a hyphenated word names something by its parts ("Nut-free." alone was no fact: not
                           # ``isalpha``; 2026-11-27)
 
@@ -90,6 +92,7 @@ class Fact:
     change: float = 0.0   # the turn-level probability that the message changes a stored goal or preference
     message: str = ""     # the whole message (a turn replaces at most one item on the change model's word)
     swap: bool = False    # ``working_phrase.INSTEAD``: a value set in place of an item the turn does not name ("X instead")
+    keep: bool = False    # ... stored as an ordinary fact when the turn gives nothing up (``working_phrase.INSTEAD_ANY``)
 
     @property
     def item(self) -> str:
@@ -360,6 +363,10 @@ def read_facts(text: str, second: bool = True, own: frozenset[str] = frozenset()
         if span and OTHERS and someone_elses(piece, span, own, message or text):
             continue
         if span and span.strip(" .,!?").lower() not in PRONOUNS | STOPWORDS and names_something(span):
+            value = working_phrase.instead_span(piece, span)
+            if value:
+                facts.append(Fact(kind, value, piece, float(row.max()), swap=True, keep=True))
+                continue
             facts.append(Fact(kind, span, piece, float(row.max())))
             rest = rest_after(piece, span) if second and SECOND_SPAN else None
             facts += read_facts(rest, second=False, own=own, message=message or text) if rest else []
@@ -379,12 +386,15 @@ def read(text: str) -> Reading:
         taken = {k for k, t in enumerate(toks) if t.text in abbreviations() or t.text.upper() in ("UTC", "GMT")
                  or any(a <= t.start < b for a, b in spans)}
         name, confidence = read_name_scored(text, toks, lower, taken)
-        more = _name_place(text, name, spans) if NAME_PLACE and not lower else frozenset()
+        more = name_place(text, name, spans) if NAME_PLACE and not lower else frozenset()
         more |= their_places(text, name, spans, FIRST_PERSON) if THEIR_PLACE else frozenset()
         if more <= skip:
             break
         skip |= more
     facts = read_facts(text, own=frozenset(name.lower().split()) if name else frozenset())
+    if NAME_SPAN and name:   # "please refer to me as Captain Bakare": the name, kept in its field, not as a preference
+        own = {w for w in fold(name).split() if w not in STOPWORDS and len(w) > 1}
+        facts = [f for f in facts if f.kind not in ("style", "like") or not own & {fold(t.text) for t in tokens(f.span)}]
     change = change_model().prob(text)
     for fact in facts:
         fact.change, fact.message = change, text
@@ -392,15 +402,6 @@ def read(text: str) -> Reading:
         # gives something up and names nothing new
         facts = [Fact("release", text, text, 1.0, change, text)]
     return Reading(name, zone, facts, confidence)
-
-
-def _name_place(text: str, name: str | None, spans: set[tuple[int, int]]) -> frozenset[int]:
-    """Offsets of residence mentions right after the name just read ("Priya Raman"): part of the name."""
-    at = text.find(name) if name else -1
-    if at < 0:
-        return frozenset()
-    end = at + len(name)
-    return frozenset(a for a, _ in spans if a > end and text[end:a].isspace() and len(text[end:a]) <= 2)
 
 
 def pair_rows(kind: str, span: str, clause: str, items: list[str], section: str) -> list[dict]:

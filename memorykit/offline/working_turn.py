@@ -80,12 +80,13 @@ def given_up(facts: list[Fact], lists: dict[str, list[str]]) -> tuple[list[Fact]
     if swaps:   # "X instead": X in place of the item the turn surely gives up, else not stored
         facts = [f for f in facts if not f.swap]
         f = swaps[0]
+        floor = working_phrase.INSTEAD_CHANGE if working_phrase.INSTEAD_ANY else working_read.CHANGE_THRESHOLD
         hit = working_phrase.released(Fact("release", f.message, f.message, 1.0, change, f.message), lists,
-                                    working_phrase.INSTEAD_FLOOR) \
-            if change > working_read.CHANGE_THRESHOLD else None
+                                    working_phrase.INSTEAD_FLOOR) if change > floor else None
         if hit:
             kind = "goal" if hit[0] == "goal" else "like" if f.kind == "like" else "style"
             return facts + [Fact(kind, f.span, f.clause, f.confidence, change, f.message)], hit
+        facts += [Fact(x.kind, x.span, x.clause, x.confidence, change, x.message) for x in swaps if x.keep]
         if not facts:
             return facts, None
     if NO_LONGER:
