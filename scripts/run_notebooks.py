@@ -28,7 +28,7 @@ def skipped_by_nbval(cell) -> bool:
 
 def main(prefixes: list[str]) -> None:
     os.environ["MEMORYKIT_LLM"] = "offline"
-    os.environ.setdefault("MPLBACKEND", "Agg")
+    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"  # figures saved in the notebook (Agg shows none)
     os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".memorykit" / "numba_cache"))
     paths = sorted(p for p in NOTEBOOKS.glob("*.ipynb") if not prefixes or p.name.startswith(tuple(prefixes)))
     for path in paths:
