@@ -187,6 +187,10 @@ NEW_SIDE_ALWAYS 1 (a contrast keeps only its new side in every turn, a first sta
 holds a contrast's old side): old dev 407 -> 406/460 ("miles not km"), fresh 410 -> 409/491 ("lbs not kg"), superseded
 unchanged (3/252, 8/156; "Talk to me like a friend rather than a textbook" lost its old side but the item stays): a
 first statement's contrast is the preference itself.
+2026-11-27 (later), a second fresh set (``working_dialogs_6.jsonl``, 120 dialogs by another writer not steered toward any
+failure, never trained on, added after the rules above were chosen, so they never saw it): main before them 0.74
+(288/388), superseded 17/107; with them the same (288/388, 17/107), like the set written apart (unchanged) and unlike
+set 5 (409 -> 410/491, 10 -> 8/156). Rules chosen on one fresh set have not carried to the next one since 2026-11-26.
 """
 from __future__ import annotations
 
