@@ -200,19 +200,17 @@ class WorkingMemory:
                 new = self.validate(new)
             pipe.multi()
             if new is not None and old_raw is not None and self._encode(new) == old_raw:
-                if self.ttl:  # still activity: the TTL runs from the last update, as for a real write
+                if self.ttl:  # nothing changes: no write and no history entry, but the TTL runs from this update
                     pipe.expire(k, self.ttl)
-                    if self.history_size:
-                        pipe.expire(hk, self.ttl)
-                return new  # nothing changes: no write, and no history entry to crowd out real versions
-            register(pipe, self.namespace, user_id, k, hk)  # forget_user finds them without a SCAN
-            if old_raw is not None and self.history_size:
-                pipe.lpush(hk, json.dumps({"content": old_raw, "saved_at": time.time(), "replaced_by": source}))
-                pipe.ltrim(hk, 0, self.history_size - 1)
-            if new is None:
-                pipe.delete(k)
             else:
-                pipe.set(k, self._encode(new), ex=self.ttl)
+                register(pipe, self.namespace, user_id, k, hk)  # forget_user finds them without a SCAN
+                if old_raw is not None and self.history_size:
+                    pipe.lpush(hk, json.dumps({"content": old_raw, "saved_at": time.time(), "replaced_by": source}))
+                    pipe.ltrim(hk, 0, self.history_size - 1)
+                if new is None:
+                    pipe.delete(k)
+                else:
+                    pipe.set(k, self._encode(new), ex=self.ttl)
             if self.ttl and self.history_size:
                 pipe.expire(hk, self.ttl)
             return new
