@@ -173,12 +173,14 @@ def test_ttl_applies_to_content_and_history(r, ns):
 
 def test_an_update_that_changes_nothing_still_refreshes_the_ttl(r, ns):
     wm = mk.WorkingMemory(r, ns, ttl=100)
-    wm.update("a", "u1", "t1")
-    wm.update("b", "u1", "t1")
-    r.expire(wm.key("u1", "t1"), 5), r.expire(wm.history_key("u1", "t1"), 5)
-    wm.update("b", "u1", "t1")  # same content: no new version, but the user is still active
-    assert len(wm.history("u1", "t1")) == 1
-    assert r.ttl(wm.key("u1", "t1")) > 5 and r.ttl(wm.history_key("u1", "t1")) > 5
+    for user in ("system", "a|b"):
+        wm.update("a", user, "t1")
+        wm.update("b", user, "t1")
+        r.expire(wm.key(user, "t1"), 5), r.expire(wm.history_key(user, "t1"), 5)
+    wm.update("b", "system", "t1")  # same content: no new version, but this user is still active
+    assert len(wm.history("system", "t1")) == 1
+    assert r.ttl(wm.key("system", "t1")) > 5 and r.ttl(wm.history_key("system", "t1")) > 5
+    assert r.ttl(wm.key("a|b", "t1")) <= 5 and r.ttl(wm.history_key("a|b", "t1")) <= 5  # the other user's untouched
 
 
 def test_concurrent_partial_updates_are_not_lost(r, ns):
