@@ -30,3 +30,12 @@ def test_the_seventh_feedback_set_shares_no_turn_with_the_evaluation_set_or_the_
     assert sum(k < j - 1 for w in windows for j, k in enumerate(w.targets) if k >= 0) == 34   # about an earlier answer
     kept_apart = {u for row in independent("feedback") + heldout("feedback") for u, _ in row["exchanges"]}
     assert sum(u in kept_apart for w in windows for u, _ in w.pairs) == 0
+
+
+def test_the_eighth_feedback_set_shares_no_turn_with_the_evaluation_set_or_the_held_out_split():
+    windows = labelled_windows(("feedback_8.jsonl",))
+    assert len(windows) == 200 and sum(label != "none" for w in windows for label in w.labels) == 133
+    assert sum(not any(label != "none" for label in w.labels) for w in windows) == 84      # no feedback at all
+    assert sum(k < j - 1 for w in windows for j, k in enumerate(w.targets) if k >= 0) == 27   # about an earlier answer
+    kept_apart = {u for row in independent("feedback") + heldout("feedback") for u, _ in row["exchanges"]}
+    assert sum(u in kept_apart for w in windows for u, _ in w.pairs) == 0
