@@ -499,7 +499,7 @@ def fast_report(args) -> None:
     fresh = [wd.as_eval_dialog(d) for d in fresh_raw]
     fresh_score = fast_score(fresh) if fresh else None
     print(f"   {f'fresh dev ({len(fresh)})':25} {fresh_score}", flush=True)
-    for label, prefix in (("set 5", "wm5_"), ("set 6", "wm6_")):
+    for label, prefix in (("set 5", "wm5_"), ("set 6", "wm6_"), ("set 7", "wm7_")):
         part = [d for d in fresh if d["id"].startswith(prefix)]
         print(f"   {f'... {label} ({len(part)})':25} {fast_score(part) if part else None}", flush=True)
     for (cls, field), n in sorted(why_stale(fresh_raw).items(), key=lambda x: -x[1]) if args.why else ():

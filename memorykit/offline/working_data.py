@@ -82,9 +82,9 @@ CHANGE_DIALOG_FILES = DIALOG_FILES     # ... and the change model. Set 4 is dev 
 # (readers and change model: recall 387 -> 396 of 460, superseded 24 -> 20 of 252; readers only: 396, 21; change
 # model only: 387, 20), but written apart (one look each) the first went 194 -> 190 of 253 facts (13 -> 11 of 94
 # superseded left) and the change model alone 193 of 253 (13 left): neither shipped.
-FRESH_DIALOG_FILES = ("working_dialogs_5.jsonl", "working_dialogs_6.jsonl")   # written unsteered (2026-11-26,
-# 2026-11-27): all of it is "fresh dev", scored by benchmarks/working_dev.py (each set and both) and never trained on
-# (no model, change model included, reads it)
+FRESH_DIALOG_FILES = ("working_dialogs_5.jsonl", "working_dialogs_6.jsonl", "working_dialogs_7.jsonl")
+# written unsteered (2026-11-26, 2026-11-27, 2026-11-27): all of it is "fresh dev", scored by
+# benchmarks/working_dev.py (each set and all) and never trained on (no model, change model included, reads it)
 DIALOG_DEV_EVERY = 4   # every 4th dialog (by id hash) of working_dialogs.jsonl is the dialog-level dev split
 
 
