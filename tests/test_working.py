@@ -787,3 +787,52 @@ def test_the_name_asked_for_wins_over_the_one_introduced(text, name, want):
     from memorykit.offline.working_intro import asked_name
 
     assert asked_name(text, name) == want
+
+
+@pytest.mark.parametrize("text, zone", [
+    ("ugh ok plot twist my whole lab is moving to zurich 🙃 so im there from next wk, new flat n everything",
+     "Europe/Zurich"),
+    ("moved to faro for the lab, 2 wks ago", "Europe/Lisbon"), ("wait just moved to nyc for school", "America/New_York"),
+    ("the company is moving me to the London office from next month, so I'll be living there", "Europe/London"),
+    ("I am now moved to Shenzhen, company transfer me.", "Asia/Shanghai"),
+    # someone else's move, one still ahead or only thought of, one in the past: no move of the user's now
+    ("I cook for one most nights now that Fiona's moved out to Perth.", None),
+    ("My brother moved to Melbourne last year.", None), ("Moving to Vancouver next month. Rain any better?", None),
+    ("ok so i got transferred to perth 🙃 moving next month", None), ("I plan move to Oslo for work.", None),
+    ("Before I was living in Kyiv, but now I am in Warsaw since last spring.", None),
+])
+def test_the_users_own_move_names_where_they_are_now(text, zone):
+    from memorykit.offline.working_move import moved_to
+
+    moving, place = moved_to(text)
+    assert (place.timezone if place else None) == zone
+    assert moving == bool(zone)
+
+
+def test_a_move_whose_place_cannot_be_read_empties_the_stored_timezone():
+    from memorykit.offline.working import apply_template
+    from memorykit.offline.working_move import moved_to
+    from memorykit.offline.working_read import Reading
+
+    assert moved_to("We moved last week, still unpacking.") == (True, None)
+    assert moved_to("We moved into a bigger flat.") == (False, None)   # a new flat, not a new town
+    profile = "# Profile\n- Name: Ana\n- Timezone: Europe/Warsaw\n"
+    cleared, _ = apply_template(profile, [Reading(timezone="")])
+    assert "Europe/Warsaw" not in cleared and "- Name: Ana" in cleared and "- Timezone:" in cleared
+    assert apply_template(profile, [Reading(timezone=None)])[0] == profile
+
+
+@pytest.mark.parametrize("text, name, want", [
+    ("So my name's Margaret but honestly everyone's called me Peggy since I was a kid, so Peggy is good.", "Margaret",
+     "Peggy"),
+    ("Typo earlier — it's Joan, not Jon.", "Joan", "Joan"), ("omg autocorrect, its nia not mia", "Mia", "Nia"),
+    ("Elizabeth, Liz for short", "Elizabeth", "Liz"), ("I go by Kit at work", None, "Kit"),
+    ("On reflection, Segun will do.", "Segun", "Segun"),   # the word the tagger read: a sure reading
+    # no renaming phrase for the user: not a first name, a place, someone else's
+    ("Spanish is fine.", None, None), ("Tuesday will do", None, None), ("Paris is fine for the trip", None, None),
+    ("My sister goes by Jo", None, None),
+])
+def test_a_renaming_phrase_gives_the_name_to_use(text, name, want):
+    from memorykit.offline.working_intro import renamed
+
+    assert renamed(text, name) == want
