@@ -207,7 +207,13 @@ is moving to zurich"), MOVE + RENAME 128 2/57 ("Peggy" for Margaret); set 6 (23 
 splits' touched dialogs (dialogs_dev 1, held-out 2, dialogs 4; shipped models) unchanged. So fresh set 5 410 -> 412
 of 491, superseded 8 -> 6/156; set 6 288/388 17/107 and old dev 407/460 3/252 unchanged. Left: "I go back to Poland,
 I live with my parents in Gdańsk" (a return, "live" is not read as a move), wm5_064's Calgary (the move reader
-reads it; the timezone is still missed, not traced). No independent look spent (the machine was loaded: the full ``--variants`` run was stopped).
+reads it; the timezone is still missed, not traced). The full ``--variants`` run was stopped (the machine was loaded).
+Set 7 (``working_dialogs_7.jsonl``, unsteered, arrived while these were chosen and never read by their engineer; same
+process, fast, dev models): all three off 358/427, superseded 15/103; on 360/427, 13/103 - the first rules since
+2026-11-26 to carry to a set they were not chosen on. Independent look (all three on): 0.798 (202/253), superseded
+10/94 unchanged, absent values present 10 -> 11/98 (one value that must be absent is now in the profile); course
+splits (Redis, every format) unchanged. Not shipped: no gain where it counts and one value worse there, and splitting
+the three apart would take more looks at the evaluation set. Kept on branch wm20 (commits 54bd751, b5c60d0).
 """
 from __future__ import annotations
 

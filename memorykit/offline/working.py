@@ -150,7 +150,7 @@ def _facts(readings: list[Reading], current_name: str | None = None) -> tuple[st
     name = named.name if named else None
     if name and current_name and current_name.strip() and named.name_confidence <= working_read.RENAME_THRESHOLD:
         name = None
-    zone = next((r.timezone for r in reversed(readings) if r.timezone is not None), None)   # "": cleared (MOVE_CLEAR)
+    zone = next((r.timezone for r in reversed(readings) if r.timezone), None)
     return name, zone, [f for r in readings for f in r.facts]
 
 
@@ -173,8 +173,8 @@ def apply_template(markdown: str, readings: list[Reading]) -> tuple[str, list[st
         if not m:
             continue
         value = {"name": name, "timezone": zone}.get(field_kind(m.group(2)) or "")
-        if value is not None and m.group(3).strip() != value:
-            lines[i] = f"{m.group(1)}{m.group(2)}: {value}".rstrip()
+        if value and m.group(3).strip() != value:
+            lines[i] = f"{m.group(1)}{m.group(2)}: {value}"
             log.append(f"{m.group(2).strip().lower()}: {value}")
     sections: dict[str, tuple[int, int]] = {}
     for i, line in enumerate(lines):
@@ -233,7 +233,7 @@ def apply_schema(schema: dict, current: dict, readings: list[Reading]) -> tuple[
         kind, types = field_kind(path[-1]), _types(sub)
         if kind in ("name", "timezone") and (not types or "string" in types):
             value = name if kind == "name" else zone
-            if value is not None and _get(current, path) != value and (value or _get(current, path)):
+            if value and _get(current, path) != value:
                 _put(update, path, value)
                 log.append(f"{path[-1]}: {value}")
         elif kind in LIST_KINDS and kind not in lists and (not types or types & {"array", "string"}):
@@ -261,13 +261,11 @@ def apply_text(text: str, readings: list[Reading]) -> tuple[str, list[str]]:
     name, zone, facts = _facts(readings, stored)
     log = []
     for kind, value in (("name", name), ("timezone", zone)):
-        if value is None:
+        if not value:
             continue
         label = _TEXT_LABELS[kind]
         at = next((i for i, line in enumerate(lines) if line.lower().startswith(label.lower() + ":")), None)
-        if not value:   # cleared: the old value no longer holds
-            lines = [line for n, line in enumerate(lines) if n != at]
-        elif at is None:
+        if at is None:
             lines.append(f"{label}: {value}")
         elif lines[at] != f"{label}: {value}":
             lines[at] = f"{label}: {value}"
@@ -289,7 +287,7 @@ def run(inp: WorkingInput, tools=None) -> WorkingUpdate:
     if inp.rejected:
         return WorkingUpdate(changed=False, reason=f"left as it was: the store rejected the update ({inp.rejected})")
     readings = [working_intro.read(m) for m in inp.messages]
-    if all(r.empty and r.timezone is None for r in readings):
+    if all(r.empty for r in readings):
         return WorkingUpdate(changed=False, reason="the messages say nothing about the user to keep")
     if inp.format == "schema":
         current = inp.current if isinstance(inp.current, dict) else {}

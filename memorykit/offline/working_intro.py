@@ -27,18 +27,11 @@ from .working_models import (
 from .working_read import Reading, mentions, read_name_scored, read_place
 
 NAME_OR_PLACE = 1
-CLEARED = ""              # a Reading's timezone (or name) the message says no longer holds, with no new value read
 INTRO_FLOOR = 0.25        # the place model's probability for the only place of a message that gives the name
 LONE_PLACE = 1
 CALL_ME = 1               # a name the user asks to be called by ("call me Wang Fang") replaces a stored one whatever
                           # the tagger's probability (2026-11-27: fresh dev 396 -> 397 of 491, superseded 19 -> 18)
 
-MOVE = 1                  # the user's own move ("my whole lab is moving to zurich ... im there from next wk", "moved to
-                          # faro"): the place after it sets the timezone when the place model read none (working_move)
-MOVE_CLEAR = 1            # ... a past move of the user's with no place readable ("we moved last week") empties the
-                          # stored timezone rather than keeping the old one (2026-11-27)
-RENAME = 1                # a name given in a renaming phrase ("I go by Peggy", "everyone's called me Peggy ..., so Peggy
-                          # is good", "Segun will do", "Liz for short", "it's Joan, not Jon") replaces a stored one (2026-11-27)
 ASKED_NAME = 1            # of two names in one message, the one the user asks to be called by ("im zara but my gamer
                           # tag is zz so call me zz") wins over the one introduced (2026-11-27)
 
@@ -64,33 +57,6 @@ def asked_name(text: str, name: str) -> str | None:
     return word if word[:1].isupper() else word[:1].upper() + word[1:]
 
 
-_W = r"([^\W\d_]+(?:-[^\W\d_]+)?)"
-_RENAMES = [r"\bi\s+(?:just\s+|usually\s+|mostly\s+)?go\s+by\s+" + _W, r"\b(?:call|calls|called|say|says)\s+(?:me\s+)?" + _W +
-            r"(?=[^.!?]{0,40}\b(?:fine|good|okay|ok)\b)", r"\b(?:everyone|everybody|people|friends|they)\b[^.!?]{0,30}?"
-            r"\b(?:call|calls|called|say|says)\s+me\s+" + _W, r"\b" + _W + r"\s+(?:is|'s)\s+(?:fine|good|okay|ok)\b",
-            r"\b" + _W + r"\s+(?:will|would)\s+do\b", r"\b" + _W + r"\s+for\s+short\b",
-            r"\b(?:it'?s|its|it\s+is|i'?m|i\s+am|my\s+name\s+is)\s+" + _W + r",?\s+not\s+[^\W\d_]+"]
-
-
-def renamed(text: str, name: str | None) -> str | None:
-    """``RENAME``: the name a renaming phrase gives, the last one in the message: a word the name tagger read
-    (``name``) or a first name of Faker's lists that is not a place, a stopword or a time word; else None."""
-    from .text import STOPWORDS
-    from .working_geo import fold, gazetteer
-    from .working_read import TIME_UNITS
-    own = set((name or "").lower().split())
-    found = sorted((m.start(1), m.group(1)) for p in _RENAMES for m in re.finditer(p, text, flags=re.IGNORECASE))
-    for _, word in reversed(found):
-        low = word.lower()
-        if low in own:
-            return name
-        if low in STOPWORDS or low in TIME_UNITS or low not in _lexicon()["first_name"] or gazetteer().get(fold(word)):
-            continue
-        if word[:1].isupper() or casual(text):
-            return word[:1].upper() + word[1:]
-    return None
-
-
 def read(text: str) -> Reading:
     """:func:`.working_read.read`, with a name or a timezone an introduction gives read again when left empty."""
     reading = working_read.read(text)
@@ -99,23 +65,12 @@ def read(text: str) -> Reading:
         reading.name_confidence = max(reading.name_confidence, 1.0)
     if ASKED_NAME and reading.name:
         reading.name = asked_name(text, reading.name) or reading.name
-    if RENAME:
-        new = renamed(text, reading.name)
-        if new:
-            reading.name, reading.name_confidence = new, max(reading.name_confidence, 1.0)
     if NAME_OR_PLACE and reading.name is None:
         _name_not_place(text, reading)
     if INTRO_FLOOR and reading.name and reading.timezone is None:
         _intro_place(text, reading)
     if LONE_PLACE and reading.timezone is None:
         reading.timezone = lone_place(text, reading.name)
-    if MOVE and reading.timezone is None:
-        from .working_move import moved_to
-        moving, place = moved_to(text)
-        if place is not None:
-            reading.timezone = place.timezone
-        elif moving and MOVE_CLEAR:
-            reading.timezone = CLEARED
     return reading
 
 
