@@ -282,6 +282,23 @@ def test_backdated_fact_older_than_the_current_one_is_kept_as_history(store, llm
         ["User lives in Lisbon."]
 
 
+def test_a_fact_said_before_every_candidate_is_asked_about_in_the_order_it_was_said(store, llm, monkeypatch):
+    """A message remembered late (after an outage): the later fact is shown to the decider as the NEW one, so
+    "lives in Porto" (said first) is replaced by "moved to Berlin" (said after it), not read as news about it."""
+    asked, real = [], dedup.decide
+    monkeypatch.setattr(dedup, "decide", lambda new, existing, llm: asked.append((new, list(existing))) or
+                        real(new, existing, llm))
+    now = time.time()
+    store.remember("User moved to Berlin.", user_id="a|b", llm=llm)
+    late = store.remember("User lives in Porto.", user_id="a|b", observed_at=now - 3600, llm=llm)
+    assert asked == [("User moved to Berlin.", ["User lives in Porto."])]
+    assert late.action == "UPDATE" and "history" in late.reason, late
+    assert [m.content for m in store.list("a|b", ["episodic"])] == ["User moved to Berlin."]
+    assert [h.memory.content for h in store.search("home", user_id="a|b", as_of=now - 1800)] == ["User lives in Porto."]
+    fresh = store.remember("User lives in Porto.", user_id="other", llm=llm)   # nothing said after it: asked as usual
+    assert fresh.action == "ADD" and len(asked) == 1
+
+
 def test_backdated_facts_go_into_the_chain_at_their_time_and_are_stored_once(store, llm, monkeypatch):
     monkeypatch.setattr(dedup, "decide", lambda new, existing, llm: dedup.MemoryDecision(
         action="UPDATE", target=0, reason="every fact here replaces the home before it"))

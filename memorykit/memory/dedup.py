@@ -41,6 +41,7 @@ MAX_RETRIES = 32
 SAID_AGAIN_DISTANCE = 0.5  # a text said again undoes its replacement only this near: 80% of the dedup training
 #                            data's updates and invalidations sit within 0.5 of what they replace (a wrong earlier
 #                            update, "cycles to work" over "uses Linux", is 0.54 away: left to the model)
+LATE_QUESTIONS = 3  # a fact said before all its candidates: at most this many asked about, nearest first
 EXACT_NEIGHBOURS = 5  # find_exact's fallback: the same normalized text is among this many nearest memories
 
 
@@ -350,6 +351,8 @@ def _cascade(store: MemoryStore, new: Memory, vector, llm, decided: dict | None 
     if near_identical(new.content, nearest.memory.content, nearest.distance):
         return Decision("NOOP", nearest.memory, nearest.memory, "a near-identical memory", "semantic")
     decided = {} if decided is None else decided
+    if all(new.valid_from < (h.memory.valid_from or 0) for h in hits):
+        return _decide_late(new, hits, llm, decided)
     seen = tuple((h.memory.id, h.memory.content_hash, h.memory.invalid_at) for h in hits)
     calls = 0 if seen in decided else 1
     out = decided[seen] = decided.get(seen) or decide(new.content, [h.memory for h in hits], llm)
@@ -361,6 +364,23 @@ def _cascade(store: MemoryStore, new: Memory, vector, llm, decided: dict | None 
     if out.content:  # the model reworded the fact it wants stored
         new.content, new.content_hash = out.content, content_hash(out.content)
     return Decision(out.action, new, target.memory, out.reason, "decided", calls)
+
+
+def _decide_late(new: Memory, hits, llm, decided: dict) -> Decision:
+    """A fact said before every candidate (a message remembered late, after an outage) is asked about in the
+    order the user said things: each candidate, nearest first, as the NEW fact, this one as the EXISTING. Asked
+    the other way round, "User lives in Porto" (said first) looks like news about "User moved to Berlin" (said
+    after it). A candidate that replaces or ends it keeps it as history; one that says the same makes it NOOP."""
+    calls, out = 0, None
+    for hit in hits[:LATE_QUESTIONS]:
+        key = ("late", hit.memory.id, hit.memory.content_hash, hit.memory.invalid_at)
+        calls += key not in decided
+        out = decided[key] = decided.get(key) or decide(hit.memory.content, [new.content], llm)
+        if out.action == "NOOP":
+            return Decision("NOOP", hit.memory, hit.memory, f"{out.reason} (said before it)", "decided", calls)
+        if out.action in ("UPDATE", "INVALIDATE"):
+            return Decision(out.action, new, hit.memory, f"{out.reason} (said after this fact)", "decided", calls)
+    return Decision("ADD", new, None, out.reason, "decided", calls)
 
 
 def _apply(store: MemoryStore, pipe, ledger: str, decision: Decision, vector, stamp_now: bool = True) -> None:
