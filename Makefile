@@ -59,11 +59,8 @@ test: setup
 
 # Everything, including the real-model suite and notebooks 04, 05 and 08 against the local model
 # (installed first by setup-llm; a missing local model is then a failure, not a skip).
-# Two pytest-xdist workers, each running one test file or notebook at a time; the real-model suite, the longest,
-# goes first (conftest.py), so the other worker runs the rest meanwhile. TEST_ALL_ARGS= runs it in one process.
-TEST_ALL_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 test-all: setup-llm
-	MEMORYKIT_REQUIRE_LOCAL_LLM=1 MEMORYKIT_LOCAL_NOTEBOOKS=1 $(PY) -m pytest $(TEST_ALL_ARGS)
+	MEMORYKIT_REQUIRE_LOCAL_LLM=1 MEMORYKIT_LOCAL_NOTEBOOKS=1 $(PY) -m pytest
 
 # The real-model suite alone, against a local llama.cpp server.
 test-llm: setup-llm

@@ -8,8 +8,6 @@ cache so UMAP compiles once per machine, not once per kernel.
 import os
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent
 os.environ["MEMORYKIT_LLM"] = "offline"
 os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".memorykit" / "numba_cache"))
@@ -38,12 +36,11 @@ SUITES = {"browser": "browser", "faults": "faults", "load": "load", "real_llm": 
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests in tests/<suite>/ carry that suite's marker, so `make test` can leave them to CI. The real-model
-    suite, the longest (notebooks against the local model), is put first: with `pytest -n 2 --dist loadfile
-    --no-loadscope-reorder` (`make test-all`) it then starts at once on one worker, not last with the other idle."""
+    """Tests in tests/<suite>/ carry that suite's marker, so `make test` can leave them to CI."""
+    import pytest
+
     for item in items:
         parts = item.path.parts
         for folder, marker in SUITES.items():
             if "tests" in parts and folder in parts:
                 item.add_marker(getattr(pytest.mark, marker))
-    items.sort(key=lambda item: not item.get_closest_marker("real_llm"))  # stable: the order is kept otherwise
