@@ -512,6 +512,7 @@ def test_local_model_path_must_be_a_file(monkeypatch, tmp_path):
     ('```\n[1, 2]\n```', [1, 2]),
     ('The answer is {"x": [1, {"y": 2}]} as requested.', {"x": [1, {"y": 2}]}),
     ('noise [not json] then [3]', [3]),
+    ('{"text": "# Profile\n- Name: Lena\n\t- lives in Hamburg"}', {"text": "# Profile\n- Name: Lena\n\t- lives in Hamburg"}),
 ])
 def test_parse_json_tolerates_real_model_output(text, expected):
     assert parse_json(text) == expected

@@ -208,11 +208,11 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
 def parse_json(text: str) -> Any:
-    """The first JSON value in a model's reply, code fences and prose around it tolerated; else ValueError
-    saying where it failed, not what the reply said (it may restate the user, and errors reach logs)."""
+    """The first JSON value in a model's reply (code fences, prose around it, raw line breaks in strings tolerated);
+    else ValueError saying where it failed, not what the reply said (it may restate the user, and errors reach logs)."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("empty model output")
-    decoder, problem = json.JSONDecoder(), f"no JSON found in the model output ({len(text)} characters)"
+    decoder, problem = json.JSONDecoder(strict=False), f"no JSON found in the model output ({len(text)} characters)"
     for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
         candidate = candidate.strip()
         for i, ch in enumerate(candidate):
