@@ -518,6 +518,14 @@ def test_parse_json_tolerates_real_model_output(text, expected):
     assert parse_json(text) == expected
 
 
+def test_tool_arguments_with_a_raw_line_break_are_read_like_any_model_json():
+    from memorykit.llm.tools import parse_arguments
+
+    assert parse_arguments('{"note": "buy milk\nand eggs"}') == {"note": "buy milk\nand eggs"}
+    with pytest.raises(ValueError):
+        parse_arguments('["not", "an object"]')
+
+
 @pytest.mark.parametrize("text", ["", "   ", "no json here", "{broken", "```json\n```"])
 def test_parse_json_rejects_garbage(text):
     with pytest.raises(ValueError):

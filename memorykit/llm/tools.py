@@ -111,8 +111,8 @@ def arguments_model(name: str, parameters: dict[str, Any]) -> type[BaseModel]:
 
 
 def parse_arguments(raw: str | dict[str, Any] | None) -> dict[str, Any]:
-    """A call's arguments as a dict (the model sends a JSON string); ValueError when they are not an object."""
-    args = json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
+    """A call's arguments as a dict (model-written JSON: raw line breaks in strings tolerated); else ValueError."""
+    args = json.loads(raw, strict=False) if isinstance(raw, str) and raw.strip() else (raw or {})
     if not isinstance(args, dict):
         raise ValueError("arguments must be a JSON object")
     return args
